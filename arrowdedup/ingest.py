@@ -1,0 +1,351 @@
+"""Phase 1 of SPEC section 2: dedup inside each document, as named and timed stages.
+
+read → validate → salience → hash → plan → kernel → boost → output. The plan sorts a row
+permutation (never the vectors) by group, salience and position; the kernels read the
+embedding matrix through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Iterator
+
+import numba
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import kernels
+from .config import DecayMode, DedupConfig, resolve_config
+from .hashing import xxh64
+from .salience import DefaultSalience, SalienceScorer
+from .schema import Embeddings, SegmentsInput, embeddings_from, read_segments, validate
+
+log = logging.getLogger("arrowdedup")
+
+OUTPUT_COLUMNS = ("salience_original", "salience_boost", "near_duplicate_count",
+                  "exact_duplicate_count")
+ACTION_DTYPE = pl.Enum(list(kernels.ACTION_NAMES))
+
+
+class Timer:
+    """Wall-clock seconds per named stage."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestionResult:
+    """What :func:`ingest` returns: kept segments, one decision per input row, per-document
+    statistics and stage timings."""
+
+    kept: pl.DataFrame
+    decisions: pl.DataFrame
+    documents: pl.DataFrame
+    timings: dict[str, float]
+    config: DedupConfig
+    embedding_dim: int | None = None
+
+    @property
+    def original_count(self) -> int:
+        return self.decisions.height
+
+    @property
+    def final_count(self) -> int:
+        return self.kept.height
+
+    @property
+    def dedup_ratio(self) -> float:
+        n = self.original_count
+        return (n - self.final_count) / n if n else 0.0
+
+    def summary(self) -> str:
+        counts = self.decisions.get_column("action").value_counts()
+        by_action = {str(a): int(c) for a, c in counts.iter_rows()}
+        return (
+            f"{log_line(self.original_count, self.final_count)} in {self.documents.height} "
+            f"documents (exact {by_action.get('dropped_exact', 0)}, near "
+            f"{by_action.get('merged_near', 0)}, filtered "
+            f"{by_action.get('filtered_low_salience', 0)}; dedup ratio {self.dedup_ratio:.1%})"
+        )
+
+
+def log_line(before: int, after: int) -> str:
+    return f"Deduplication: {before} → {after} segments"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The row permutation and group layout the kernels walk."""
+
+    order: np.ndarray  # int64 (n,)
+    offsets: np.ndarray  # int64 (G + 1,)
+    hash_class: np.ndarray  # int64 (n,)
+    n_classes: int
+    filtered: np.ndarray  # bool (n,)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+def ingest(
+    segments: SegmentsInput,
+    config: DedupConfig | None = None,
+    *,
+    threads: int | None = None,
+    scorer: SalienceScorer | None = None,
+) -> IngestionResult:
+    """Deduplicate a segments table inside each (doc_id, segment_type, language) group.
+
+    Never embeds: rows without an embedding get hash dedup only. When the table has no
+    ``salience`` column, ``scorer`` (default: SPEC section 3) computes one.
+    """
+    cfg = resolve_config(config)
+    timer = Timer()
+    with timer.stage("read"):
+        frame = read_segments(segments)
+    with timer.stage("validate"):
+        validate(frame, cfg.ingestion.max_segments_per_document)
+        emb = embeddings_from(frame)
+    with timer.stage("salience"):
+        if "salience" not in frame.columns:
+            values = (scorer or DefaultSalience()).score(frame, emb)
+            frame = frame.with_columns(pl.Series("salience", values, dtype=pl.Float32))
+        salience = frame.get_column("salience").cast(pl.Float64).fill_null(0.0).to_numpy()
+    with timer.stage("hash"):
+        hashes = content_hash_codes(frame)
+    with timer.stage("plan"):
+        plan = make_plan(frame, salience, hashes, cfg)
+    with timer.stage("kernel"):
+        action, rep, sim = run_kernels(plan, emb, cfg, threads)
+    with timer.stage("output"):
+        result = build_result(frame, salience, action, rep, sim, cfg, timer.timings,
+                              emb.dim if emb is not None else None)
+    if cfg.analytics.enable_logging:
+        log.info(result.summary())
+        if log.isEnabledFor(logging.DEBUG):
+            for doc_id, before, after in result.documents.select(
+                "doc_id", "original_count", "final_count"
+            ).iter_rows():
+                log.debug("%s: %s", doc_id, log_line(before, after))
+    return result
+
+
+def content_hash_codes(frame: pl.DataFrame) -> np.ndarray:
+    """Integer keys equal exactly when content hashes are equal (int64)."""
+    if "content_hash" in frame.columns:
+        codes, _ = dense_codes(frame.get_column("content_hash"))
+        return codes
+    return xxh64(frame.get_column("text").to_arrow()).view(np.int64)
+
+
+def dense_codes(series: pl.Series) -> tuple[np.ndarray, int]:
+    """Dense int64 codes of a string column (hash-based, no sort); null gets its own code."""
+    arr = series.cast(pl.String).to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_string_view(arr.type):
+        arr = arr.cast(pa.large_string())
+    encoded = pc.dictionary_encode(arr)
+    n_values = len(encoded.dictionary)
+    codes = encoded.indices.fill_null(n_values).to_numpy(zero_copy_only=False).astype(np.int64)
+    return codes, n_values + 1
+
+
+def group_codes(frame: pl.DataFrame) -> np.ndarray:
+    """One int64 code per (doc_id, segment_type[, language]) group."""
+    code, _ = dense_codes(frame.get_column("doc_id"))
+    keys = ["segment_type"] + (["language"] if "language" in frame.columns else [])
+    for key in keys:
+        sub, width = dense_codes(frame.get_column(key))
+        code = code * width + sub
+    return code
+
+
+def make_plan(
+    frame: pl.DataFrame, salience: np.ndarray, hashes: np.ndarray, cfg: DedupConfig
+) -> Plan:
+    n = frame.height
+    groups = group_codes(frame)
+    keys = pl.DataFrame({
+        "g": groups,
+        "s": salience,
+        "p": frame.get_column("position").cast(pl.Int64),
+        "h": hashes,
+    })
+    order = keys.select(
+        pl.arg_sort_by(["g", "s", "p"], descending=[False, True, False], maintain_order=True)
+    ).to_series().to_numpy().astype(np.int64)
+    g_sorted = groups[order]
+    starts = np.flatnonzero(np.diff(g_sorted)) + 1 if n else np.empty(0, np.int64)
+    offsets = np.concatenate([[0], starts, [n]]).astype(np.int64) if n else np.zeros(1, np.int64)
+    hash_class = (
+        keys.select(pl.struct("g", "h").rank("dense")).to_series().to_numpy().astype(np.int64) - 1
+    )
+    n_classes = int(hash_class.max()) + 1 if n else 0
+    ing = cfg.ingestion
+    filtered = (salience > 0.0) & (salience < ing.salience_threshold)
+    return Plan(order, offsets, hash_class, n_classes, filtered)
+
+
+@contextlib.contextmanager
+def numba_threads(threads: int | None) -> Iterator[None]:
+    if threads is None:
+        yield
+        return
+    previous = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
+
+
+def run_kernels(
+    plan: Plan, emb: Embeddings | None, cfg: DedupConfig, threads: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = plan.order.shape[0]
+    action, rep, sim = kernels.new_outputs(n)
+    if not cfg.ingestion.enabled or n == 0:
+        return action, rep, sim
+    if emb is None or emb.dim == 0:
+        matrix = np.zeros((n, 1), dtype=np.float32)
+        usable = np.zeros(n, dtype=bool)
+    else:
+        matrix, usable = emb.matrix, emb.usable
+    inv_norm = kernels.inverse_norms(matrix, usable)
+    groups = np.arange(plan.offsets.shape[0] - 1, dtype=np.int64)
+    with numba_threads(threads):
+        kernels.greedy_numba(
+            plan.order, plan.offsets, groups, matrix, inv_norm, usable, plan.hash_class,
+            plan.n_classes, plan.filtered, cfg.ingestion.similarity_threshold, action, rep, sim,
+        )
+    return action, rep, sim
+
+
+def boost_fraction(near_counts: np.ndarray, cfg: DedupConfig) -> np.ndarray:
+    """Nominal boost of SPEC section 2.6 (before the cap); 0 without near duplicates."""
+    ing = cfg.ingestion
+    c = near_counts.astype(np.float64)
+    if not ing.enable_salience_boost:
+        return np.zeros_like(c)
+    if ing.boost_decay_mode is DecayMode.LINEAR:
+        boost = ing.boost_per_near_duplicate * c
+    else:
+        boost = ing.boost_per_near_duplicate * np.log1p(c) / np.log(ing.log_base)
+    return np.where(c > 0, boost, 0.0)
+
+
+def build_result(
+    frame: pl.DataFrame,
+    salience: np.ndarray,
+    action: np.ndarray,
+    rep: np.ndarray,
+    sim: np.ndarray,
+    cfg: DedupConfig,
+    timings: dict[str, float],
+    dim: int | None,
+) -> IngestionResult:
+    n = frame.height
+    near = action == kernels.MERGED_NEAR
+    exact = action == kernels.DROPPED_EXACT
+    near_count = np.bincount(rep[near], minlength=n).astype(np.int64)
+    exact_count = np.bincount(rep[exact], minlength=n).astype(np.int64)
+    boost = boost_fraction(near_count, cfg)
+    kept_mask = action == kernels.KEPT
+
+    original = frame.get_column("salience")
+    boosted_rows = kept_mask & (boost > 0)
+    new_values = np.minimum(salience * (1.0 + boost), cfg.ingestion.max_salience_boost)
+    out_dtype = original.dtype if original.dtype.is_float() else pl.Float64
+    new_salience = (
+        pl.DataFrame({"orig": original, "new": new_values, "hit": boosted_rows})
+        .select(
+            pl.when(pl.col("hit") & pl.col("orig").is_not_null())
+            .then(pl.col("new").cast(out_dtype))
+            .otherwise(pl.col("orig").cast(out_dtype))
+        )
+        .to_series()
+        .alias("salience")
+    )
+    kept = frame.with_columns(
+        new_salience,
+        original.alias("salience_original"),
+        pl.Series("salience_boost", boost, dtype=pl.Float64),
+        pl.Series("near_duplicate_count", near_count, dtype=pl.Int64),
+        pl.Series("exact_duplicate_count", exact_count, dtype=pl.Int64),
+    ).filter(pl.Series(kept_mask))
+
+    seg_ids = frame.get_column("segment_id").cast(pl.String)
+    has_rep = rep >= 0
+    rep_ids = pl.Series("representative_id", [None] * n, dtype=pl.String)
+    if has_rep.any():
+        rep_ids = (
+            pl.DataFrame({"r": np.where(has_rep, rep, 0), "m": has_rep})
+            .select(pl.when(pl.col("m")).then(seg_ids.gather(np.where(has_rep, rep, 0))))
+            .to_series()
+            .alias("representative_id")
+        )
+    decisions = pl.DataFrame({
+        "doc_id": frame.get_column("doc_id").cast(pl.String),
+        "segment_id": seg_ids,
+        "action": pl.Series(np.asarray(kernels.ACTION_NAMES)[action], dtype=pl.String)
+        .cast(ACTION_DTYPE),
+        "representative_id": rep_ids,
+        "similarity": pl.Series(np.where(near, sim, np.nan), dtype=pl.Float32),
+    }).with_columns(pl.col("similarity").fill_nan(None))
+
+    documents = document_stats(frame, action, boost, kept_mask)
+    return IngestionResult(kept, decisions, documents, dict(timings), cfg, dim)
+
+
+def document_stats(
+    frame: pl.DataFrame, action: np.ndarray, boost: np.ndarray, kept_mask: np.ndarray
+) -> pl.DataFrame:
+    """One row per document, in order of first appearance."""
+    doc_type = (
+        frame.get_column("doc_type").cast(pl.String)
+        if "doc_type" in frame.columns
+        else pl.Series("doc_type", [None] * frame.height, dtype=pl.String)
+    )
+    rows = pl.DataFrame({
+        "doc_id": frame.get_column("doc_id").cast(pl.String),
+        "doc_type": doc_type,
+        "a": action,
+        "boost": np.where(kept_mask, boost, np.nan),
+    })
+    return (
+        rows.group_by("doc_id", maintain_order=True)
+        .agg(
+            pl.col("doc_type").drop_nulls().first(),
+            pl.len().cast(pl.Int64).alias("original_count"),
+            (pl.col("a") == kernels.KEPT).sum().cast(pl.Int64).alias("final_count"),
+            (pl.col("a") == kernels.DROPPED_EXACT).sum().cast(pl.Int64).alias("exact_count"),
+            (pl.col("a") == kernels.MERGED_NEAR).sum().cast(pl.Int64).alias("near_count"),
+            (pl.col("a") == kernels.FILTERED).sum().cast(pl.Int64).alias("filtered_count"),
+            pl.col("boost").fill_nan(None).mean().fill_null(0.0).alias("avg_salience_boost"),
+            pl.col("boost").fill_nan(None).max().fill_null(0.0).alias("max_salience_boost"),
+        )
+        .with_columns(
+            ((pl.col("original_count") - pl.col("final_count")) / pl.col("original_count"))
+            .alias("dedup_ratio")
+        )
+        .select(
+            "doc_id", "doc_type", "original_count", "final_count", "exact_count", "near_count",
+            "filtered_count", "dedup_ratio", "avg_salience_boost", "max_salience_boost",
+        )
+    )

@@ -1,0 +1,146 @@
+"""The default salience scorer of SPEC section 3 (used only when the input has no salience).
+
+score = centrality × type weight × length factor × section factor, then divided by the largest
+score of the document, so its most valuable segment has 1.0. It measures value, not rank: a
+document of uniformly good segments keeps them all above the noise filter.
+
+The scorer is pluggable: anything with ``score(frame, embeddings) -> np.ndarray`` works.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+import numpy as np
+import polars as pl
+
+from .schema import Embeddings
+
+TYPE_WEIGHTS: dict[str, float] = {
+    "title": 2.0,
+    "heading": 1.1,
+    "quote": 1.1,
+    "list_item": 1.05,
+    "code": 0.9,
+}
+# Ordered: the first matching class wins inside one section name.
+SECTION_FACTORS: tuple[tuple[str, float], ...] = (
+    (r"abstract", 2.5),
+    (r"introduction|conclusions?", 1.8),
+    (r"summary|overview", 1.6),
+    (r"results|discussion", 1.3),
+    (r"references|bibliography", 0.1),
+    (r"appendix|appendices", 0.2),
+)
+
+
+class SalienceScorer(Protocol):
+    def score(self, frame: pl.DataFrame, embeddings: Embeddings | None) -> np.ndarray:
+        """Salience in [0, 1] per row of ``frame`` (float32)."""
+        ...
+
+
+def length_factor(length: np.ndarray) -> np.ndarray:
+    """0.3 under 20 characters, up to 1.1 at 80, 1.1 to 500, down to 0.8 at 2,000, then 0.8."""
+    x = length.astype(np.float64)
+    return np.interp(x, [20.0, 80.0, 500.0, 2000.0], [0.3, 1.1, 1.1, 0.8])
+
+
+def section_factor(section: str | None) -> float:
+    """Factor of the deepest component of a heading path ("A > B") that names a known part."""
+    if not section:
+        return 1.0
+    for part in reversed(section.split(">")):
+        name = part.strip().lower()
+        for pattern, factor in SECTION_FACTORS:
+            if re.search(rf"\b(?:{pattern})\b", name):
+                return factor
+    return 1.0
+
+
+def title_mask(frame: pl.DataFrame) -> np.ndarray:
+    """Rows that are the document's title: segment_type 'title', a heading equal to the
+    document's ``title`` column, or else the document's first level-1 heading."""
+    seg_type = frame.get_column("segment_type").cast(pl.String)
+    is_title = (seg_type == "title").to_numpy().copy()
+    is_heading = (seg_type == "heading").to_numpy()
+    if "title" in frame.columns:
+        same = (frame.get_column("text") == frame.get_column("title").cast(pl.String))
+        is_title |= is_heading & same.fill_null(False).to_numpy()
+    if "heading_level" in frame.columns:
+        level1 = (frame.get_column("heading_level") == 1).fill_null(False).to_numpy() & is_heading
+        # Only documents without a title so far get their first level-1 heading as title.
+        marks = pl.DataFrame({
+            "doc_id": frame.get_column("doc_id").cast(pl.String),
+            "position": frame.get_column("position").cast(pl.Int64),
+            "row": np.arange(frame.height),
+            "titled": is_title,
+            "level1": level1,
+        })
+        titled_docs = marks.filter(pl.col("titled")).get_column("doc_id").unique()
+        first = (
+            marks.filter(pl.col("level1") & ~pl.col("doc_id").is_in(titled_docs.implode()))
+            .sort(["doc_id", "position", "row"])
+            .unique("doc_id", keep="first", maintain_order=True)
+            .get_column("row")
+            .to_numpy()
+        )
+        is_title[first] = True
+    return is_title  # type: ignore[no-any-return]
+
+
+def centrality(doc_codes: np.ndarray, n_docs: int, embeddings: Embeddings | None) -> np.ndarray:
+    """max(0, cosine to the document's mean unit vector); 1.0 without a usable embedding."""
+    n = doc_codes.shape[0]
+    out = np.ones(n, dtype=np.float64)
+    if embeddings is None or not embeddings.usable.any():
+        return out
+    usable = embeddings.usable
+    unit = embeddings.matrix[usable].astype(np.float64)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    codes = doc_codes[usable]
+    sums = np.zeros((n_docs, unit.shape[1]), dtype=np.float64)
+    np.add.at(sums, codes, unit)
+    norms = np.linalg.norm(sums, axis=1)
+    mean_unit = np.divide(sums, norms[:, None], out=np.zeros_like(sums), where=norms[:, None] > 0)
+    cos = np.einsum("ij,ij->i", unit, mean_unit[codes])
+    out[usable] = np.maximum(0.0, cos)
+    return out
+
+
+class DefaultSalience:
+    """SPEC section 3's scorer."""
+
+    def score(self, frame: pl.DataFrame, embeddings: Embeddings | None) -> np.ndarray:
+        n = frame.height
+        if n == 0:
+            return np.zeros(0, dtype=np.float32)
+        doc_codes = (
+            frame.select(pl.col("doc_id").cast(pl.String).rank("dense")).to_series().to_numpy()
+            .astype(np.int64) - 1
+        )
+        n_docs = int(doc_codes.max()) + 1
+        seg_type = frame.get_column("segment_type").cast(pl.String).to_numpy()
+        weights = np.array([TYPE_WEIGHTS.get(t, 1.0) for t in _unique_map(seg_type)[0]])
+        type_w = weights[_unique_map(seg_type)[1]]
+        type_w = np.where(title_mask(frame), TYPE_WEIGHTS["title"], type_w)
+        lengths = frame.get_column("text").str.len_chars().to_numpy()
+        if "section" in frame.columns:
+            sections = frame.get_column("section").cast(pl.String)
+            uniq, inverse = _unique_map(sections.fill_null("").to_numpy())
+            sec_f = np.array([section_factor(s) for s in uniq])[inverse]
+        else:
+            sec_f = np.ones(n)
+        score = centrality(doc_codes, n_docs, embeddings) * type_w * length_factor(lengths) * sec_f
+        best = np.zeros(n_docs, dtype=np.float64)
+        np.maximum.at(best, doc_codes, score)
+        doc_best = best[doc_codes]
+        salience = np.divide(score, doc_best, out=np.zeros(n), where=doc_best > 0)
+        return np.clip(salience, 0.0, 1.0).astype(np.float32)
+
+
+def _unique_map(values: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Distinct values and each row's index into them (the Python work is per distinct value)."""
+    uniq, inverse = np.unique(values.astype(str), return_inverse=True)
+    return [str(u) for u in uniq], inverse

@@ -1,0 +1,262 @@
+"""The segments table of SPEC section 1: reading, validation and the arrays the kernels need.
+
+Types are accepted loosely (any integer ``position``, float32/float64 ``salience``, list or
+fixed-size list embeddings of any float width) and never rewritten: validation only reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from .errors import InputError, SchemaError, first_rows
+
+REQUIRED = ("doc_id", "segment_id", "text", "segment_type", "position")
+SegmentsInput = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path | Sequence[str | Path]
+
+_STRINGISH = (pl.String, pl.Categorical, pl.Enum)
+
+
+def read_segments(source: SegmentsInput) -> pl.DataFrame:
+    """Load a segments table from a frame, an Arrow table or Parquet / Arrow IPC file(s)."""
+    if isinstance(source, pl.DataFrame):
+        return source
+    if isinstance(source, pl.LazyFrame):
+        try:
+            return source.collect()
+        except pl.exceptions.PolarsError as err:
+            raise InputError(f"cannot evaluate the LazyFrame: {err}") from err
+    if isinstance(source, pa.Table):
+        return _from_arrow(source, "the Arrow table")
+    if isinstance(source, pa.RecordBatch):
+        return _from_arrow(pa.Table.from_batches([source]), "the Arrow record batch")
+    if isinstance(source, (str, Path)):
+        return _from_arrow(read_table_file(Path(source)), str(source))
+    if isinstance(source, Sequence):
+        paths = [Path(p) for p in source]
+        if not paths:
+            raise InputError("no input files given; pass at least one Parquet or Arrow IPC file")
+        tables = [read_table_file(p) for p in paths]
+        try:
+            table = pa.concat_tables(tables, promote_options="none")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+            raise SchemaError(
+                f"the input files do not share one schema ({err}); "
+                "write them with the same columns and types"
+            ) from err
+        return _from_arrow(table, ", ".join(str(p) for p in paths))
+    raise InputError(
+        f"cannot read segments from a {type(source).__name__}; pass a polars DataFrame or "
+        "LazyFrame, a pyarrow Table, or Parquet / Arrow IPC file path(s)"
+    )
+
+
+def read_table_file(path: Path) -> pa.Table:
+    """Read one Parquet or Arrow IPC (file or stream) file, refusing damaged ones clearly."""
+    if not path.exists():
+        raise InputError(f"input file {path} does not exist; check the path")
+    if path.is_dir():
+        raise InputError(
+            f"input {path} is a directory; pass the Parquet/IPC files inside it "
+            "(or use the documents pipeline for a folder of documents)"
+        )
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(6)
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err}") from err
+    try:
+        if head[:4] == b"PAR1":
+            return pq.read_table(path)
+        if head == b"ARROW1":
+            with pa.memory_map(str(path), "r") as source:
+                return ipc.open_file(source).read_all()
+        try:
+            with pa.memory_map(str(path), "r") as source:
+                return ipc.open_stream(source).read_all()
+        except (pa.ArrowInvalid, OSError) as err:
+            raise InputError(
+                f"{path} is neither a Parquet nor an Arrow IPC file; convert it to Parquet"
+            ) from err
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise InputError(
+            f"{path} is truncated or corrupted and cannot be read ({err}); "
+            "re-export the file"
+        ) from err
+
+
+def _from_arrow(table: pa.Table, origin: str) -> pl.DataFrame:
+    try:
+        frame = pl.from_arrow(table)
+    except (pl.exceptions.PolarsError, pa.ArrowException, ValueError, TypeError) as err:
+        raise SchemaError(f"cannot convert {origin} to a frame: {err}") from err
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+@dataclasses.dataclass(frozen=True)
+class Embeddings:
+    """Embeddings as one float32 matrix (zero rows where null) plus a usability mask."""
+
+    matrix: np.ndarray  # (n, d) float32, C-contiguous
+    present: np.ndarray  # bool (n,): not null
+    usable: np.ndarray  # bool (n,): not null and non-zero norm
+    dim: int
+
+
+def _refuse(column: str, problem: str, rows: np.ndarray | Sequence[int], fix: str) -> SchemaError:
+    return SchemaError(f"column {column!r}: {problem} (rows {first_rows(rows)}); {fix}")
+
+
+def validate(frame: pl.DataFrame, max_segments_per_document: int | None = None) -> None:
+    """Refuse a table that breaks SPEC section 1; never changes the frame."""
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise SchemaError(
+            f"missing required column(s) {', '.join(repr(m) for m in missing)}; a segments table "
+            f"needs {', '.join(REQUIRED)} (SPEC §1): add them, or use `arrowdedup extract` to "
+            "build the table from documents"
+        )
+    schema = frame.schema
+    for col in ("doc_id", "segment_id", "segment_type", "language", "content_hash"):
+        if col in schema and not isinstance(schema[col], _STRINGISH):
+            raise SchemaError(
+                f"column {col!r} has type {schema[col]}, expected a string; "
+                f"cast it with pl.col({col!r}).cast(pl.String)"
+            )
+    if not isinstance(schema["text"], pl.String):
+        raise SchemaError(
+            f"column 'text' has type {schema['text']}, expected UTF-8 strings; decode it first "
+            "(e.g. pl.col('text').cast(pl.String))"
+        )
+    if not schema["position"].is_integer():
+        raise SchemaError(
+            f"column 'position' has type {schema['position']}, expected an integer type; "
+            "cast it with pl.col('position').cast(pl.Int32)"
+        )
+    for col in REQUIRED:
+        nulls = frame.get_column(col).is_null()
+        if nulls.any():
+            raise _refuse(col, "null values", np.flatnonzero(nulls.to_numpy()),
+                          f"every segment needs a {col}; fill or drop those rows")
+    dup = frame.get_column("segment_id").is_duplicated()
+    if dup.any():
+        rows = np.flatnonzero(dup.to_numpy())
+        ids = frame.get_column("segment_id").gather(rows[:3]).to_list()
+        raise _refuse("segment_id", f"duplicate ids (e.g. {ids})", rows,
+                      "segment_id must be unique in the table; make the ids unique, e.g. "
+                      "'{doc_id}#{position}'")
+    if "salience" in schema:
+        dtype = schema["salience"]
+        if not dtype.is_numeric():
+            raise SchemaError(
+                f"column 'salience' has type {dtype}, expected float32 or float64 in [0, 1]; "
+                "cast it with pl.col('salience').cast(pl.Float32)"
+            )
+        column = frame.get_column("salience").cast(pl.Float64)
+        s = column.fill_null(0.0).to_numpy()
+        bad = np.isnan(s) | (s < 0.0) | (s > 1.0)
+        if bad.any():
+            raise _refuse("salience", "values outside [0, 1] or NaN", np.flatnonzero(bad),
+                          "salience must lie in [0, 1]; rescale it or drop the column to let "
+                          "the default scorer compute it")
+    if "embedding" in schema:
+        embeddings_from(frame)  # raises on mixed or zero dimension, non-numeric, NaN, inf
+    if max_segments_per_document is not None and frame.height:
+        counts = frame.group_by("doc_id").len().filter(pl.col("len") > max_segments_per_document)
+        if counts.height:
+            worst = counts.sort(["len", "doc_id"], descending=[True, False]).row(0)
+            raise SchemaError(
+                f"document {worst[0]!r} has {worst[1]} segments, more than "
+                f"Ingestion.MaxSegmentsPerDocument = {max_segments_per_document} "
+                f"({counts.height} document(s) over the limit); raise the limit in the config "
+                "or split the document"
+            )
+
+
+def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embeddings | None:
+    """The embedding column as a float32 matrix; ``None`` when the column is absent.
+
+    Refuses mixed or zero dimension, non-numeric values and NaN / inf, naming the rows.
+    """
+    if column not in frame.columns:
+        return None
+    dtype = frame.schema[column]
+    if not isinstance(dtype, (pl.List, pl.Array)) or not dtype.inner.is_numeric():  # type: ignore[union-attr]
+        raise SchemaError(
+            f"column {column!r} has type {dtype}, expected a list or fixed-size list of floats; "
+            "store embeddings as pl.Array(pl.Float32, d)"
+        )
+    arr = frame.get_column(column).to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    n = len(arr)
+    present = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_fixed_size_list(arr.type):
+        d = arr.type.list_size
+        values = arr.values.slice(arr.offset * d, n * d)
+        lengths = np.where(present, d, 0)
+    else:
+        if pa.types.is_list_view(arr.type) or pa.types.is_large_list_view(arr.type):
+            arr = arr.cast(pa.large_list(arr.type.value_type))
+        offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        lengths = np.diff(offsets)
+        lengths = np.where(present, lengths, 0)
+        dims = np.unique(lengths[present])
+        if dims.size > 1:
+            first_dim = lengths[present][0]
+            rows = np.flatnonzero(present & (lengths != first_dim))
+            raise _refuse(column, f"mixed dimensions {dims[:5].tolist()}", rows,
+                          "every embedding must have the same dimension; re-embed those "
+                          "rows with one model")
+        d = int(dims[0]) if dims.size else 0
+        values = arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+        # Null list slots may still own values; keep only the non-null ranges.
+        if (~present).any() and values is not None and len(values) != int(lengths.sum()):
+            keep = np.zeros(len(values), dtype=bool)
+            for r in np.flatnonzero(present):
+                keep[offsets[r] - offsets[0]: offsets[r + 1] - offsets[0]] = True
+            values = values.filter(pa.array(keep))
+    if present.any() and d == 0:
+        raise _refuse(column, "embeddings of dimension 0", np.flatnonzero(present),
+                      "an embedding needs at least one value; set those rows to null")
+    if values.null_count:
+        raise SchemaError(
+            f"column {column!r}: null values inside embeddings; an embedding is either null as a "
+            "whole or fully numeric: replace the vectors"
+        )
+    flat = np.asarray(values.to_numpy(zero_copy_only=False))
+    if d == 0:
+        return Embeddings(np.zeros((n, 0), np.float32), present, np.zeros(n, bool), 0)
+    if pa.types.is_fixed_size_list(arr.type):
+        full = flat.reshape(n, d)
+        finite = np.isfinite(full).all(axis=1) | ~present
+        matrix = np.ascontiguousarray(full, dtype=np.float32)
+        if (~present).any():
+            matrix = matrix.copy() if matrix.base is not None else matrix
+            matrix[~present] = 0.0
+    else:
+        compact = flat.reshape(-1, d)
+        matrix = np.zeros((n, d), dtype=np.float32)
+        matrix[present] = compact
+        finite = np.ones(n, dtype=bool)
+        finite[present] = np.isfinite(compact).all(axis=1)
+    if not finite.all():
+        raise _refuse(column, "NaN or infinite values", np.flatnonzero(~finite),
+                      "embeddings must be finite; re-embed those rows or set them to null")
+    if not np.isfinite(matrix).all():
+        rows = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
+        raise _refuse(column, "values that overflow float32", rows,
+                      "embeddings are computed in float32; rescale them")
+    norms = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
+    usable = present & (norms > 0.0)
+    return Embeddings(matrix, present, usable, d)
