@@ -1,4 +1,4 @@
-"""The thin command line: parse → config → one library call → render.
+"""The Typer app and what every command shares: clean errors, config loading, tables.
 
 Library errors (``ArrowDedupError``) become one line on stderr and exit code 1, never a
 traceback. Each command lives in a small function; heavy imports happen inside them so
@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import ArrowDedupError
+from ..errors import ArrowDedupError
 
 app = typer.Typer(
     name="arrowdedup",
@@ -51,7 +51,7 @@ def clean_errors(func: F) -> F:
 
 
 def load_config(path: Path | None) -> Any:
-    from .config import DedupConfig
+    from ..config import DedupConfig
 
     return DedupConfig.from_json(path) if path is not None else DedupConfig()
 
@@ -79,27 +79,6 @@ def documents_table(documents: Any, limit: int = 20) -> Table:
     return table
 
 
-@app.command()
-@clean_errors
-def ingest(
-    inputs: Annotated[list[Path], typer.Argument(help="Segments tables (Parquet / Arrow IPC).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Store directory to write.")],
-    config: ConfigOpt = None,
-    threads: Annotated[int | None, typer.Option(help="Kernel threads (default: all cores).")] = None,
-    buckets: Annotated[int, typer.Option(help="Hash buckets of doc_id in the store.")] = 16,
-    quiet: QuietOpt = False,
-) -> None:
-    """Deduplicate segments inside each document and write a store atomically."""
-    from .pipeline import ingest_tables_to_store
-
-    cfg = load_config(config)
-    result, version = ingest_tables_to_store(inputs, out, cfg, threads=threads, buckets=buckets)
-    if not quiet:
-        console.print(documents_table(result.documents))
-    console.print(result.summary(), markup=False)
-    console.print(f"store: {out} (version {version.name})", markup=False)
-
-
 @app.callback()
 def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-document log lines.")] = False,
@@ -110,7 +89,3 @@ def _root(
 
 def main() -> None:
     app()
-
-
-if __name__ == "__main__":
-    main()

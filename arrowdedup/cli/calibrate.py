@@ -1,0 +1,1 @@
+"""`arrowdedup calibrate` (benchmarks and quality issue)."""

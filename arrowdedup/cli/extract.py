@@ -1,0 +1,1 @@
+"""`arrowdedup extract`: documents to a segments table (documents-to-store issue)."""

@@ -1,0 +1,1 @@
+"""`arrowdedup search` and `arrowdedup context` (retrieval issue)."""

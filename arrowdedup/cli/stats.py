@@ -1,0 +1,1 @@
+"""`arrowdedup stats` and `arrowdedup report` (analytics issue)."""

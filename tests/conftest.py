@@ -1,0 +1,61 @@
+"""Shared test helpers: the shared data folder and small segment tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+M2V_MODEL = SHARED_DATA / "models" / "m2v-minilm-l6-256"
+OTEL_CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
+PAIRS = SHARED_DATA / "pairs"
+
+
+def need(path: Path) -> Path:
+    """Skip the test, with a message, when a piece of ../shared/data is absent."""
+    if not path.exists():
+        pytest.skip(f"../shared/data/{path.relative_to(SHARED_DATA)} is not present")
+    return path
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def segments_frame(
+    texts: list[str],
+    embeddings: list[np.ndarray | None] | None = None,
+    *,
+    doc_id: str | list[str] = "doc",
+    segment_type: str | list[str] = "paragraph",
+    salience: list[float] | None = None,
+    **extra: list[object],
+) -> pl.DataFrame:
+    """A segments table with fixed-size float32 embeddings (None → null)."""
+    n = len(texts)
+    docs = [doc_id] * n if isinstance(doc_id, str) else doc_id
+    types = [segment_type] * n if isinstance(segment_type, str) else segment_type
+    data: dict[str, object] = {
+        "doc_id": docs,
+        "segment_id": [f"s{i}" for i in range(n)],
+        "text": texts,
+        "segment_type": types,
+        "position": pl.Series(list(range(n)), dtype=pl.Int32),
+    }
+    if salience is not None:
+        data["salience"] = pl.Series(salience, dtype=pl.Float32)
+    data.update(extra)
+    frame = pl.DataFrame(data)
+    if embeddings is not None:
+        dim = next(len(e) for e in embeddings if e is not None)
+        values = [None if e is None else [float(x) for x in e] for e in embeddings]
+        frame = frame.with_columns(
+            pl.Series("embedding", values, dtype=pl.List(pl.Float32)).cast(
+                pl.Array(pl.Float32, dim)
+            )
+        )
+    return frame
