@@ -26,6 +26,7 @@ from .errors import (
 )
 from .ingest import IngestionResult, ingest
 from .store import Store, open_store, write_store
+from .verify import Problem, VerifyReport, verify_store
 
 __version__ = "0.1.0"
 
@@ -42,14 +43,17 @@ __all__ = [
     "LshMethod",
     "MissingDependencyError",
     "Mode",
+    "Problem",
     "RetrievalConfig",
     "RrfConfig",
     "SchemaError",
     "SignalWeights",
     "Store",
     "StoreError",
+    "VerifyReport",
     "__version__",
     "ingest",
     "open_store",
+    "verify_store",
     "write_store",
 ]

@@ -1,1 +1,35 @@
-"""`arrowdedup verify` (reliability issue)."""
+"""`arrowdedup verify STORE`: check a store's files, decisions and guarantees (reliability)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .app import app, clean_errors, console, err_console
+
+
+@app.command()
+@clean_errors
+def verify(
+    store: Annotated[Path, typer.Argument(help="Store directory to check.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    max_problems: Annotated[int, typer.Option(help="Stop listing after this many.")] = 100,
+) -> None:
+    """Check a store against its manifest (rows, sha256), its decisions (every representative
+    exists and is kept) and, in exact mode, that no kept pair of a group is a near duplicate.
+    Exit code 1 when anything is wrong."""
+    from ..verify import report_json, verify_store
+
+    report = verify_store(store, max_problems=max_problems)
+    if as_json:
+        console.print(report_json(report), markup=False, soft_wrap=True)
+    else:
+        for problem in report.problems:
+            err_console.print(f"problem: {problem}", markup=False, soft_wrap=True)
+        for note in report.notes:
+            console.print(f"note: {note}", markup=False, soft_wrap=True)
+        console.print(report.summary(), markup=False, soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(code=1)
