@@ -308,6 +308,10 @@ def build_result(
         "representative_id": rep_ids,
         "similarity": pl.Series(np.where(near, sim, np.nan), dtype=pl.Float32),
     }).with_columns(pl.col("similarity").fill_nan(None))
+    if "language" in frame.columns:
+        # Removed rows are not in the kept segments, so per-language analytics
+        # (metrics view `dedup_by_language`) need the language on every decision.
+        decisions = decisions.with_columns(frame.get_column("language").cast(pl.String))
 
     documents = document_stats(frame, action, boost, kept_mask)
     return IngestionResult(kept, decisions, documents, dict(timings), cfg, dim)

@@ -1,1 +1,141 @@
-"""`arrowdedup stats` and `arrowdedup report` (analytics issue)."""
+"""`arrowdedup stats` and `arrowdedup report` (analytics, SPEC §8)."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ..errors import InputError
+from .app import app, clean_errors, console
+
+
+class StatsFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    PROMETHEUS = "prometheus"
+
+
+def _number(value: Any, pct: bool = False) -> str:
+    if value is None:
+        return "no data yet"
+    if isinstance(value, float):
+        return f"{value:.1%}" if pct else f"{value:.4g}"
+    return str(value)
+
+
+def run_sql(con: Any, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run ``query`` on the views; a DuckDB error becomes one clean :class:`InputError`."""
+    import duckdb
+
+    from ..metrics import metric_views
+
+    try:
+        rel = con.sql(query)
+        if rel is None:  # a statement without a result (e.g. CREATE VIEW)
+            return [], []
+        return list(rel.columns), rel.fetchall()
+    except duckdb.Error as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        views = ", ".join(["segments", "decisions", "documents", "retrieval_log",
+                           *metric_views(con)])
+        raise InputError(
+            f"--sql query failed: {first} (views you can query: {views}); fix the query"
+        ) from err
+
+
+def _rows_table(title: str, columns: list[str], rows: list[tuple[Any, ...]]) -> Table:
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(_number(v) if v is None or isinstance(v, float) else str(v)
+                        for v in row))
+    return table
+
+
+def _group_rows(con: Any, view: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    rel = con.sql(f"SELECT * FROM {view}")
+    return list(rel.columns), rel.fetchall()
+
+
+@app.command()
+@clean_errors
+def stats(
+    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    fmt: Annotated[StatsFormat, typer.Option("--format", "-f", help="Output format.")] =
+    StatsFormat.TABLE,
+    sql: Annotated[str | None, typer.Option("--sql", help="A SQL query against the views.")] =
+    None,
+) -> None:
+    """Dedup metrics and warnings of a store (thresholds from the store's config)."""
+    from ..metrics import compute_warnings, connect, corpus_metrics, metric_views, prometheus_text
+    from ..store import open_store
+
+    opened = open_store(store)
+    con = connect(opened)
+    try:
+        if sql is not None:
+            if fmt is StatsFormat.PROMETHEUS:
+                raise InputError("--sql prints query rows; use --format table or json with it")
+            columns, rows = run_sql(con, sql)
+            if fmt is StatsFormat.JSON:
+                typer.echo(json.dumps([dict(zip(columns, r, strict=True)) for r in rows],
+                                      indent=2, default=str))
+            else:
+                console.print(_rows_table("query", columns, rows))
+            return
+        metrics = corpus_metrics(con)
+        warnings = compute_warnings(con, opened.config.analytics)
+        if fmt is StatsFormat.PROMETHEUS:
+            typer.echo(prometheus_text(con, metrics, warnings), nl=False)
+            return
+        by_type_cols, by_type = _group_rows(con, "dedup_by_doc_type")
+        if fmt is StatsFormat.JSON:
+            out: dict[str, Any] = dict(metrics)
+            out["dedup_by_doc_type"] = [dict(zip(by_type_cols, r, strict=True)) for r in by_type]
+            out["warnings"] = [w.to_dict() for w in warnings]
+            typer.echo(json.dumps(out, indent=2))
+            return
+        table = Table(title=f"Metrics of {opened.root} (run {opened.manifest.get('run_id')})")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for name, value in metrics.items():
+            table.add_row(name, _number(value, pct=name.startswith("dedup")))
+        console.print(table)
+        console.print(_rows_table("dedup_by_doc_type", by_type_cols, by_type))
+        if "dedup_by_language" in metric_views(con):
+            console.print(_rows_table("dedup_by_language", *_group_rows(con, "dedup_by_language")))
+        if not warnings:
+            console.print("no warnings", markup=False)
+        for w in warnings:
+            docs = ""
+            if w.doc_ids:
+                shown = ", ".join(w.doc_ids[:10])
+                more = f" and {len(w.doc_ids) - 10} more" if len(w.doc_ids) > 10 else ""
+                docs = f" [documents: {shown}{more}]"
+            console.print(f"warning: {w.metric} = {w.value:.3f} (threshold {w.threshold:g}): "
+                          f"{w.message}{docs}", markup=False, soft_wrap=True)
+    finally:
+        con.close()
+
+
+@app.command()
+@clean_errors
+def report(
+    store: Annotated[Path, typer.Argument(help="Store directory.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] =
+    Path("report.html"),
+    top: Annotated[int, typer.Option(help="How many of the most boosted segments to list.")] = 10,
+) -> None:
+    """Write a self-contained HTML report (plots inlined) of a store."""
+    from ..metrics import write_report
+
+    if top < 1:
+        raise InputError(f"--top must be at least 1, got {top}")
+    path = write_report(store, out, limit=top)
+    console.print(f"report: {path}", markup=False)

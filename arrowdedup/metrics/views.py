@@ -1,0 +1,160 @@
+"""DuckDB views over a store's Parquet files: the SPEC §8 metrics as SQL.
+
+The views read ``STORE/current/...`` through the ``current`` symlink, so a new ingest (which
+swaps the symlink) is visible to an open connection without rebuilding anything: views, not
+copies. The retrieval log is read from ``STORE/retrieval_log/*.parquet``; while no search has
+been logged it is an empty relation with the log's columns (DuckDB refuses a glob that matches
+nothing), so call :func:`connect` again after the first search to see it.
+
+Definitions (a "removed" segment is any decision other than ``kept``: exact, near or filtered,
+matching ``documents.dedup_ratio``):
+
+- ``dedup_ratio_ingestion``: removed / all decisions; NULL for an empty store.
+- ``dedup_ratio_retrieval``: sum(removed) / sum(before) over the logged searches; NULL without
+  searches.
+- ``avg_salience_boost``: the mean over documents of each document's mean ``salience_boost``
+  over its kept segments; NULL without kept segments.
+- ``max_salience_boost``: the largest ``salience_boost`` of any kept segment; NULL without.
+- ``dedup_by_doc_type`` / ``dedup_by_language``: ``doc_type``/``language``, ``documents``,
+  ``segments`` (segments in), ``value`` (removed / segments), ordered by the key, NULL last.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from ..errors import StoreError
+from ..store import CURRENT, Store, open_store
+
+CORPUS_METRICS = (
+    "dedup_ratio_ingestion",
+    "dedup_ratio_retrieval",
+    "avg_salience_boost",
+    "max_salience_boost",
+)
+
+# Column name → DuckDB type of the retrieval log (written by the retrieval engine).
+RETRIEVAL_LOG_COLUMNS: dict[str, str] = {
+    "time": "TIMESTAMPTZ",
+    "run_id": "VARCHAR",
+    "query_hash": "VARCHAR",
+    "mode": "VARCHAR",
+    "k": "INTEGER",
+    "before": "BIGINT",
+    "after": "BIGINT",
+    "removed": "BIGINT",
+    "timings": "VARCHAR",
+}
+
+
+def _literal(path: Path | str) -> str:
+    """A SQL string literal for a path."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _retrieval_log_sql(log_dir: Path) -> str:
+    if any(log_dir.glob("*.parquet")):
+        cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in RETRIEVAL_LOG_COLUMNS.items())
+        source = f"read_parquet({_literal(log_dir / '*.parquet')}, union_by_name = true)"
+        return f"SELECT {cols} FROM {source}"
+    cols = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in RETRIEVAL_LOG_COLUMNS.items())
+    return f"SELECT {cols} WHERE false"
+
+
+def _group_view(key: str, key_source: str, join: str) -> str:
+    return f"""
+        SELECT {key_source} AS {key},
+               count(DISTINCT d.doc_id) AS documents,
+               count(*) AS segments,
+               count(*) FILTER (WHERE d.action <> 'kept') / count(*) AS value
+        FROM decisions AS d {join}
+        GROUP BY 1
+        ORDER BY 1 NULLS LAST
+    """
+
+
+METRIC_SQL: dict[str, str] = {
+    "dedup_ratio_ingestion": """
+        SELECT CASE WHEN count(*) = 0 THEN NULL
+                    ELSE count(*) FILTER (WHERE action <> 'kept') / count(*) END AS value
+        FROM decisions
+    """,
+    "dedup_ratio_retrieval": """
+        SELECT CASE WHEN coalesce(sum("before"), 0) = 0 THEN NULL
+                    ELSE sum(removed) / sum("before") END AS value
+        FROM retrieval_log
+    """,
+    "avg_salience_boost": """
+        SELECT avg(doc_boost) AS value
+        FROM (SELECT doc_id, avg(salience_boost) AS doc_boost FROM segments GROUP BY doc_id)
+    """,
+    "max_salience_boost": "SELECT max(salience_boost) AS value FROM segments",
+    "dedup_by_doc_type": _group_view(
+        "doc_type", "doc.doc_type", "JOIN documents AS doc ON doc.doc_id = d.doc_id"
+    ),
+}
+
+
+def store_root(store: str | Path | Store) -> Path:
+    """The absolute store directory (not the resolved version: views follow ``current``)."""
+    root = store.root if isinstance(store, Store) else Path(store)
+    opened = open_store(root)  # refuses a path that is not a store, with the fix
+    return Path(opened.root).absolute()
+
+
+def connect(
+    store: str | Path | Store, con: duckdb.DuckDBPyConnection | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection (``con`` or a new in-memory one) with the store's views.
+
+    Views: ``segments``, ``decisions``, ``documents``, ``retrieval_log`` and the metrics
+    ``dedup_ratio_ingestion``, ``dedup_ratio_retrieval``, ``avg_salience_boost``,
+    ``max_salience_boost`` (one row, one column ``value``), ``dedup_by_doc_type`` (plus
+    ``dedup_by_language`` when the decisions carry a ``language`` column).
+    """
+    root = store_root(store)
+    current = root / CURRENT
+    con = con if con is not None else duckdb.connect()
+    base = {
+        "segments": f"SELECT * FROM read_parquet({_literal(current / 'segments' / '*.parquet')})",
+        "decisions": f"SELECT * FROM read_parquet({_literal(current / 'decisions' / '*.parquet')})",
+        "documents": f"SELECT * FROM read_parquet({_literal(current / 'documents.parquet')})",
+        "retrieval_log": _retrieval_log_sql(root / "retrieval_log"),
+    }
+    try:
+        for name, sql in base.items():
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+        for name, sql in METRIC_SQL.items():
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+        decision_columns = {row[0] for row in con.sql("DESCRIBE decisions").fetchall()}
+        if "language" in decision_columns:
+            con.execute("CREATE OR REPLACE VIEW dedup_by_language AS "
+                        + _group_view("language", "d.language", ""))
+        else:
+            con.execute("DROP VIEW IF EXISTS dedup_by_language")
+    except duckdb.Error as err:
+        raise StoreError(
+            f"cannot open the Parquet files of store {root} in DuckDB ({err}); "
+            "run `arrowdedup verify` on it or re-ingest"
+        ) from err
+    return con
+
+
+def metric_views(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The metric views present on ``con`` (the corpus metrics and the group breakdowns)."""
+    names = {row[0] for row in con.sql(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    wanted = (*CORPUS_METRICS, "dedup_by_doc_type", "dedup_by_language")
+    return [n for n in wanted if n in names]
+
+
+def corpus_metrics(con: duckdb.DuckDBPyConnection) -> dict[str, float | None]:
+    """Each corpus-level metric's value (None when there is no data yet)."""
+    out: dict[str, float | None] = {}
+    for name in CORPUS_METRICS:
+        rows = con.sql(f"SELECT value FROM {name}").fetchall()
+        value = rows[0][0] if rows else None
+        out[name] = None if value is None else float(value)
+    return out
