@@ -25,6 +25,17 @@ from .errors import (
     StoreError,
 )
 from .ingest import IngestionResult, ingest
+from .retrieval import (
+    Context,
+    NoEmbeddingsWarning,
+    SearchMode,
+    SearchResult,
+    build_context,
+    competition_rank,
+    dedupe_ranked,
+    rrf,
+    search,
+)
 from .store import Store, open_store, write_store
 from .verify import Problem, VerifyReport, verify_store
 
@@ -34,6 +45,7 @@ __all__ = [
     "AnalyticsConfig",
     "ArrowDedupError",
     "ConfigError",
+    "Context",
     "DecayMode",
     "DedupConfig",
     "EmbedderError",
@@ -43,17 +55,25 @@ __all__ = [
     "LshMethod",
     "MissingDependencyError",
     "Mode",
+    "NoEmbeddingsWarning",
     "Problem",
     "RetrievalConfig",
     "RrfConfig",
     "SchemaError",
+    "SearchMode",
+    "SearchResult",
     "SignalWeights",
     "Store",
     "StoreError",
     "VerifyReport",
     "__version__",
+    "build_context",
+    "competition_rank",
+    "dedupe_ranked",
     "ingest",
     "open_store",
+    "rrf",
+    "search",
     "verify_store",
     "write_store",
 ]

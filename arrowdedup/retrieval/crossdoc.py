@@ -1,0 +1,212 @@
+"""Cross-document dedup after ranking (SPEC §4.5): ``dedupe_ranked``.
+
+Walk the ranked list best first; a result whose cosine to an already selected result is
+``>= Retrieval.SimilarityThreshold`` is skipped and attributed to the *first* such selected
+result in rank order; a result without a usable embedding is kept without comparison; results
+of different ``language`` are never compared. The output is a subsequence of the input.
+
+The pairwise cosines of a ranked list (~100–200 rows) come from one BLAS product of the unit
+vectors; the greedy scan over that Gram matrix is a small Numba kernel (``greedy_ranked``) with
+a pure-NumPy twin (``greedy_ranked_numpy``) that the tests hold it to.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numba
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from ..config import DedupConfig, resolve_config
+from ..errors import SchemaError, first_rows
+
+
+class NoEmbeddingsWarning(UserWarning):
+    """``dedupe_ranked`` got results none of which has a usable embedding: nothing is deduped."""
+
+
+@numba.njit(nogil=True, cache=True)
+def greedy_ranked(gram: np.ndarray, usable: np.ndarray, lang: np.ndarray,
+                  threshold: float) -> np.ndarray:
+    """For each row in rank order: -1 if kept, else the kept row it repeats (first in rank)."""
+    n = gram.shape[0]
+    rep = np.full(n, -1, dtype=np.int64)
+    selected = np.empty(n, dtype=np.int64)
+    nsel = 0
+    thr = np.float32(threshold)
+    for i in range(n):
+        if usable[i]:
+            for s in range(nsel):
+                j = selected[s]
+                if lang[j] == lang[i] and gram[i, j] >= thr:
+                    rep[i] = j
+                    break
+        if rep[i] < 0:
+            if usable[i]:
+                selected[nsel] = i
+                nsel += 1
+    return rep
+
+
+def greedy_ranked_numpy(gram: np.ndarray, usable: np.ndarray, lang: np.ndarray,
+                        threshold: float) -> np.ndarray:
+    """The NumPy twin of :func:`greedy_ranked` (one vectorised comparison per row)."""
+    n = gram.shape[0]
+    rep = np.full(n, -1, dtype=np.int64)
+    selected: list[int] = []
+    thr = np.float32(threshold)
+    for i in range(n):
+        if usable[i] and selected:
+            sel = np.asarray(selected, dtype=np.int64)
+            hit = (lang[sel] == lang[i]) & (gram[i, sel] >= thr)
+            if hit.any():
+                rep[i] = sel[int(np.argmax(hit))]
+                continue
+        if usable[i]:
+            selected.append(i)
+    return rep
+
+
+def duplicate_of(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
+                 threshold: float) -> np.ndarray:
+    """Per row of a ranked list: -1 when kept, else the row index of the kept row it repeats."""
+    n = unit.shape[0]
+    gram = unit @ unit.T if unit.shape[1] else np.zeros((n, n), np.float32)
+    return greedy_ranked(np.ascontiguousarray(gram, dtype=np.float32),  # type: ignore[no-any-return]
+                         np.ascontiguousarray(usable, dtype=np.bool_),
+                         np.ascontiguousarray(lang, dtype=np.int64), float(threshold))
+
+
+def _as_frame(results: Any) -> pl.DataFrame:
+    if isinstance(results, pl.DataFrame):
+        return results
+    if isinstance(results, pl.LazyFrame):
+        return results.collect()
+    if isinstance(results, (pa.Table, pa.RecordBatch)):
+        frame = pl.from_arrow(results)
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+    raise SchemaError(
+        f"dedupe_ranked takes a Polars DataFrame or an Arrow table, got {type(results).__name__}; "
+        "convert the results with pl.DataFrame(...) first"
+    )
+
+
+def unit_matrix(frame: pl.DataFrame, column: str = "embedding") -> tuple[np.ndarray, np.ndarray]:
+    """(n, d) unit float32 vectors and the mask of usable rows (present, finite, non-zero).
+
+    A fast path for fixed-size lists; plain lists go through the same checks row-block-wise.
+    Refuses NaN / infinite values and mixed dimensions, naming the rows (SPEC §1).
+    """
+    n = frame.height
+    series = frame.get_column(column)
+    dtype = series.dtype
+    if not isinstance(dtype, (pl.Array, pl.List)) or not dtype.inner.is_numeric():
+        raise SchemaError(
+            f"column {column!r} has type {dtype}, expected a list or fixed-size list of floats; "
+            "give each result its embedding as pl.Array(pl.Float32, d) (null when unknown)"
+        )
+    present = ~series.is_null().to_numpy()
+    if isinstance(dtype, pl.Array):
+        d = int(dtype.size)
+        arr = series.to_arrow()
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+        values = arr.values.slice(arr.offset * d, n * d)
+        matrix = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(n, d)
+    else:
+        lengths = series.list.len().fill_null(0).to_numpy()
+        dims = np.unique(lengths[present])
+        if dims.size > 1:
+            rows = np.flatnonzero(present & (lengths != lengths[present][0]))
+            raise SchemaError(
+                f"column {column!r}: mixed embedding dimensions {dims[:5].tolist()} at rows "
+                f"{first_rows(rows)}; every result must be embedded by one model"
+            )
+        d = int(dims[0]) if dims.size else 0
+        matrix = np.zeros((n, d), dtype=np.float32)
+        if d and present.any():
+            flat = series.filter(pl.Series(present)).explode().to_numpy()
+            matrix[present] = np.asarray(flat, dtype=np.float32).reshape(-1, d)
+    if d == 0:
+        return np.zeros((n, 0), np.float32), np.zeros(n, dtype=bool)
+    matrix = np.where(present[:, None], matrix, np.float32(0.0)).astype(np.float32, copy=False)
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        raise SchemaError(
+            f"column {column!r}: NaN or infinite values at rows "
+            f"{first_rows(np.flatnonzero(~finite))}; "
+            "embeddings must be finite: re-embed those results or set them to null"
+        )
+    norms = np.linalg.norm(matrix, axis=1)
+    usable = present & (norms > 0)
+    inv = np.zeros(n, dtype=np.float32)
+    inv[usable] = 1.0 / norms[usable]
+    return np.ascontiguousarray(matrix * inv[:, None]), usable
+
+
+def language_codes(frame: pl.DataFrame) -> np.ndarray:
+    """A dense code per language tag (null is its own code); all zero without the column."""
+    if "language" not in frame.columns:
+        return np.zeros(frame.height, dtype=np.int64)
+    codes = frame.get_column("language").cast(pl.String).rank("dense").fill_null(0)
+    return np.asarray(codes.to_numpy(), dtype=np.int64)
+
+
+def displaced_lists(ids: pa.Array, rep: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """Kept row indices and, aligned with them, the list of ids each one displaced."""
+    n = rep.shape[0]
+    kept = np.flatnonzero(rep < 0)
+    skipped = np.flatnonzero(rep >= 0)
+    # Position of each kept row in the output, so skipped rows can be bucketed by their rep.
+    slot = np.full(n, -1, dtype=np.int64)
+    slot[kept] = np.arange(kept.size)
+    owner = slot[rep[skipped]]
+    order = np.argsort(owner, kind="stable")  # stable: displaced ids stay in rank order
+    counts = np.bincount(owner, minlength=kept.size) if skipped.size else \
+        np.zeros(kept.size, dtype=np.int64)
+    offsets = np.zeros(kept.size + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    values = ids.take(pa.array(skipped[order], type=pa.int64()))
+    return kept, pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values)
+
+
+def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFrame:
+    """Drop results that repeat a better-ranked one (cosine ``>=`` the retrieval threshold).
+
+    ``results`` (Polars or Arrow) is sorted best first and has ``segment_id`` and ``embedding``
+    (nullable) columns, optionally ``language``. Returns the kept rows in the same order plus a
+    ``displaced_ids`` list column (ids of the skipped rows attributed to each kept row).
+    ``Retrieval.Enabled = false`` returns the input unchanged. Rows without a usable embedding
+    are kept; when *no* row has one, a :class:`NoEmbeddingsWarning` says nothing was deduped.
+    """
+    cfg = resolve_config(config)
+    frame = _as_frame(results)
+    if not cfg.retrieval.enabled:
+        return frame
+    for col in ("segment_id", "embedding"):
+        if col not in frame.columns:
+            raise SchemaError(
+                f"dedupe_ranked needs a {col!r} column (have: {', '.join(frame.columns)}); "
+                "add it to the ranked results (embedding may be null per row)"
+            )
+    unit, usable = unit_matrix(frame)
+    if frame.height and not usable.any():
+        warnings.warn(
+            f"dedupe_ranked: none of the {frame.height} results has a usable embedding, so no "
+            "cross-document duplicate can be found and every result is kept; return the "
+            "embeddings from your vector store",
+            NoEmbeddingsWarning, stacklevel=2,
+        )
+    rep = duplicate_of(unit, usable, language_codes(frame), cfg.retrieval.similarity_threshold)
+    ids = frame.get_column("segment_id").to_arrow()
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    kept, lists = displaced_lists(ids, rep)
+    out = frame.drop("displaced_ids") if "displaced_ids" in frame.columns else frame
+    if kept.size != frame.height:
+        out = out[kept]
+    return out.with_columns(pl.Series("displaced_ids", lists))

@@ -1,0 +1,47 @@
+"""Dense candidates: exact cosine over the store's memory-mapped unit vectors (no ANN index,
+so results are deterministic). One BLAS matrix–vector (or matrix–matrix for several queries)
+product over all stored vectors, then a partial sort for the top N."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+
+def unit_queries(queries: np.ndarray, dim: int) -> np.ndarray:
+    """(m, dim) unit float32 query vectors; refuses a wrong dimension or non-finite values."""
+    q = np.asarray(queries, dtype=np.float32)
+    if q.ndim == 1:
+        q = q[None, :]
+    if q.ndim != 2 or q.shape[1] != dim:
+        raise InputError(
+            f"query vector has shape {tuple(np.shape(queries))}, the store holds {dim}-d "
+            f"embeddings; pass a 1-D array of length {dim} (or a text query)"
+        )
+    if not np.isfinite(q).all():
+        raise InputError("query vector has NaN or infinite values; pass finite numbers")
+    norms = np.linalg.norm(q, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise InputError("query vector is all zeros; it has no direction to compare with")
+    return np.ascontiguousarray(q / norms, dtype=np.float32)
+
+
+def cosine_scores(vectors: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """(n, m) cosines of every stored unit vector with each unit query (zero rows score 0)."""
+    if queries.shape[0] == 1:
+        return (vectors @ queries[0])[:, None]
+    return vectors @ queries.T
+
+
+def top_n(scores: np.ndarray, n: int, *, positive_only: bool = False) -> np.ndarray:
+    """Row indices of the ``n`` highest scores (any order); only scores > 0 when asked."""
+    if positive_only:
+        hits = np.flatnonzero(scores > 0)
+        if hits.size <= n:
+            return hits
+        part = np.argpartition(-scores[hits], n - 1)[:n]
+        return hits[part]
+    if scores.shape[0] <= n:
+        return np.arange(scores.shape[0])
+    return np.argpartition(-scores, n - 1)[:n]
