@@ -164,8 +164,8 @@ def prepare_root(root: Path) -> None:
 
 
 def default_hooks() -> tuple[Any, ...]:
-    """What every version gets at ingest time unless ``hooks=`` says otherwise: the BM25 index
-    that retrieval reads (``<version>/bm25/``)."""
+    """What every version gets at ingest time unless ``indexes=False``: the BM25 index that
+    retrieval reads (``<version>/bm25/``)."""
     from .retrieval.bm25 import build_bm25_index
 
     return (build_bm25_index,)
@@ -179,16 +179,17 @@ def write_store(
     inputs: Sequence[str] = (),
     embedding_model: str | None = None,
     extra: Mapping[str, Any] | None = None,
-    hooks: Sequence[Any] | None = None,
+    hooks: Sequence[Any] = (),
+    indexes: bool = True,
 ) -> Path:
     """Write ``result`` as a new version of the store at ``root`` and switch to it atomically.
 
     ``hooks`` are callables ``hook(version_dir, kept_table)`` run before the manifest is written
-    (for indexes built at ingest time); ``None`` runs :func:`default_hooks` (the BM25 index),
-    ``()`` none. Returns the new version directory.
+    (for indexes built at ingest time); :func:`default_hooks` (the BM25 index) run first unless
+    ``indexes=False``. Returns the new version directory.
     """
-    if hooks is None:
-        hooks = default_hooks()
+    if indexes:
+        hooks = (*default_hooks(), *hooks)
     if buckets < 1:
         raise StoreError(f"buckets must be >= 1, got {buckets}")
     root = Path(root)
