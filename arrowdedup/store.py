@@ -54,6 +54,22 @@ VERSIONS = "versions"
 LOCK = ".lock"
 
 
+# A test-only hook for the crash tests (issue 8): with ARROWDEDUP_TEST_PAUSE_AT=<point> in the
+# environment, the writer announces the point on stderr and sleeps there (60 s at most), so a
+# test can SIGKILL it at a known step. Points, in order: locked, files-written,
+# manifest-written, renamed, switched. Unset (always, outside tests) it costs one dict lookup.
+PAUSE_ENV = "ARROWDEDUP_TEST_PAUSE_AT"
+
+
+def _pause_point(point: str) -> None:
+    if os.environ.get(PAUSE_ENV) == point:
+        import sys
+        import time
+
+        print(f"arrowdedup-test-pause {point}", file=sys.stderr, flush=True)
+        time.sleep(60)
+
+
 def bucket_of(doc_ids: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray:
     """The bucket of each row: XXH64 of the doc id modulo the bucket count."""
     return (xxh64(doc_ids) % np.uint64(buckets)).astype(np.int64)
@@ -195,6 +211,7 @@ def write_store(
     root = Path(root)
     prepare_root(root)
     with store_lock(root):
+        _pause_point("locked")
         previous = current_manifest(root)
         if previous is not None:
             _check_compatible(previous, result, embedding_model, root)
@@ -204,6 +221,7 @@ def write_store(
         try:
             tmp.mkdir()
             manifest = _write_version(result, tmp, buckets, hooks)
+            _pause_point("files-written")
             manifest.update({
                 "format_version": FORMAT_VERSION,
                 "run_id": run_id,
@@ -218,8 +236,11 @@ def write_store(
             mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
             _fsync_file(mpath)
             _fsync_dir(tmp)
+            _pause_point("manifest-written")
             os.rename(tmp, final)
+            _pause_point("renamed")
             _switch_current(root, final)
+            _pause_point("switched")
         except OSError as err:
             shutil.rmtree(tmp, ignore_errors=True)
             hint = "free some disk space" if err.errno == errno.ENOSPC else \
