@@ -1,0 +1,175 @@
+"""Documents to store: extract → embed (with the store's cache) → salience → dedup → write.
+
+:func:`ingest_documents` is the path behind ``arrowdedup ingest DOCS/ --out STORE``. Each stage
+is timed and the timings land in the manifest under ``stages`` (extract, embed, salience,
+dedup, write), beside the skipped files and the embedding cache counts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from .config import DedupConfig, resolve_config
+from .embed import Embedder, get_embedder
+from .embed_cache import EmbeddingCache, embed_texts
+from .errors import StoreError
+from .ingest import IngestionResult, ingest
+from .salience import DefaultSalience, SalienceScorer
+from .schema import embeddings_from
+from .store import DEFAULT_BUCKETS, current_manifest, prepare_root, write_store
+
+# Suffixes that are segments tables, not documents (the table path handles them).
+TABLE_SUFFIXES = frozenset({".parquet", ".arrow", ".ipc", ".feather"})
+
+
+def is_documents_input(path: str | Path) -> bool:
+    """True when ``path`` goes through the documents pipeline (a folder or a document file);
+    Parquet / Arrow IPC files are segments tables."""
+    p = Path(path)
+    return p.is_dir() or p.suffix.lower() not in TABLE_SUFFIXES
+
+
+def check_store_model(out: str | Path, model: str, dim: int) -> None:
+    """Refuse, before any embedding work, a store built with another embedding model."""
+    try:
+        previous = current_manifest(Path(out))
+    except StoreError:
+        return  # a damaged store is reported by write_store with its own message
+    if previous is None:
+        return
+    old = previous.get("embedding") or {}
+    old_model, old_dim = old.get("model"), old.get("dim")
+    if old_model and old_model != model:
+        raise StoreError(
+            f"store {out} was built with embedding model {old_model!r}, this run uses "
+            f"{model!r}; embeddings of two models must not mix (SPEC §9): re-ingest everything "
+            f"into a new store, or pass the store's embedder (--embedder)"
+        )
+    if old_dim and old_dim != dim:
+        raise StoreError(
+            f"store {out} holds {old_dim}-d embeddings, the embedder {model!r} gives {dim}-d; "
+            "write to a new store, or use the store's embedder"
+        )
+
+
+def _extract(
+    paths: Sequence[str | Path],
+    *,
+    language_from_path: str | None,
+    key_columns: Sequence[str] | None,
+    skip_bad_files: bool,
+) -> tuple[pl.DataFrame, list[dict[str, str]]]:
+    """Run the extractors; returns the segments and the skipped files (path, error)."""
+    from . import extract as extract_mod
+
+    root = None
+    if len(paths) == 1 and Path(paths[0]).is_dir():
+        root = Path(paths[0])
+    kwargs: dict[str, Any] = {
+        "root": root,
+        "key_columns": list(key_columns) if key_columns else None,
+        "language_from_path": language_from_path,
+        "skip_bad_files": skip_bad_files,
+    }
+    report = getattr(extract_mod, "extract_report", None)
+    if report is not None:
+        frame, skipped = report([Path(p) for p in paths], **kwargs)
+    else:
+        frame = extract_mod.extract([Path(p) for p in paths], **kwargs)
+        skipped = frame.attrs.get("skipped", []) if hasattr(frame, "attrs") else []
+    return frame, [_skip_entry(s) for s in skipped]
+
+
+def _skip_entry(item: Any) -> dict[str, str]:
+    if isinstance(item, dict):
+        return {"path": str(item.get("path")), "error": str(item.get("error", ""))}
+    if isinstance(item, (tuple, list)) and len(item) == 2:
+        return {"path": str(item[0]), "error": str(item[1])}
+    path = getattr(item, "path", item)
+    return {"path": str(path), "error": str(getattr(item, "error", getattr(item, "reason", "")))}
+
+
+def with_embeddings(frame: pl.DataFrame, vectors: np.ndarray) -> pl.DataFrame:
+    """``frame`` plus an ``embedding`` column of fixed-size float32 lists."""
+    return frame.with_columns(pl.Series("embedding", np.ascontiguousarray(vectors, np.float32)))
+
+
+def ingest_documents(
+    paths: str | Path | Sequence[str | Path],
+    out: str | Path,
+    config: DedupConfig | None = None,
+    *,
+    embedder: str | Embedder = "minilm",
+    language_from_path: str | None = None,
+    key_columns: Sequence[str] | None = None,
+    skip_bad_files: bool = False,
+    threads: int | None = None,
+    buckets: int = DEFAULT_BUCKETS,
+    quiet: bool = False,
+    scorer: SalienceScorer | None = None,
+) -> tuple[IngestionResult, Path]:
+    """Extract documents, embed them (through the store's cache), score salience when the input
+    has none, dedup inside each document and write a new store version atomically.
+
+    Returns the ingestion result and the new version directory. Refuses a store built with
+    another embedding model before embedding anything.
+    """
+    cfg = resolve_config(config)
+    inputs = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    stages: dict[str, float] = {}
+    root = Path(out)
+    prepare_root(root)
+
+    start = time.perf_counter()
+    frame, skipped = _extract(inputs, language_from_path=language_from_path,
+                              key_columns=key_columns, skip_bad_files=skip_bad_files)
+    stages["extract"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    model = get_embedder(embedder)
+    check_store_model(root, model.name, model.dim)
+    stages["embedder_load"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    cache = EmbeddingCache(root / "cache", model.name, model.dim)
+    vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache,
+                                       quiet=quiet)
+    frame = with_embeddings(frame.drop("embedding", strict=False), vectors)
+    stages["embed"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    if "salience" not in frame.columns:
+        # A user salience column always wins; otherwise SPEC §3's scorer, on these embeddings.
+        values = (scorer or DefaultSalience()).score(frame, embeddings_from(frame))
+        frame = frame.with_columns(pl.Series("salience", values, dtype=pl.Float32))
+    stages["salience"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    result = ingest(frame, cfg, threads=threads)
+    stages["dedup"] = time.perf_counter() - start
+
+    # write_store copies ``extra`` into the manifest after the data files and hooks are
+    # written, so a hook can record the write time into the dict it will copy.
+    write_start = time.perf_counter()
+
+    def _time_write(_version_dir: Path, _kept: pl.DataFrame) -> None:
+        stages["write"] = time.perf_counter() - write_start
+
+    extra = {
+        "stages": stages,
+        "skipped_files": skipped,
+        "embedding_cache": cache_stats.to_dict(),
+        "source": "documents",
+    }
+    version = write_store(result, root, buckets=buckets, inputs=[str(p) for p in inputs],
+                          embedding_model=model.name, extra=extra, hooks=[_time_write])
+    stages["write"] = time.perf_counter() - write_start
+    result.timings.update({f"stage_{k}": v for k, v in stages.items()})
+    return result, version
+
