@@ -13,19 +13,44 @@ from .app import ConfigOpt, QuietOpt, app, clean_errors, console, documents_tabl
 @app.command()
 @clean_errors
 def ingest(
-    inputs: Annotated[list[Path], typer.Argument(help="Segments tables (Parquet / Arrow IPC).")],
+    inputs: Annotated[list[Path], typer.Argument(
+        help="Segments tables (Parquet / Arrow IPC), or document folders / files (Markdown, "
+             "text, HTML, CSV/TSV, JSONL), which are extracted and embedded first.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Store directory to write.")],
     config: ConfigOpt = None,
     threads: Annotated[int | None, typer.Option(help="Kernel threads (default: all cores).")] = None,
     buckets: Annotated[int, typer.Option(help="Hash buckets of doc_id in the store.")] = 16,
     quiet: QuietOpt = False,
+    embedder: Annotated[str, typer.Option(
+        help="Documents only: 'minilm' or 'model2vec:PATH'.")] = "minilm",
+    language_from_path: Annotated[str | None, typer.Option(
+        help="Documents only: language from the path, e.g. '{lang}/**'.")] = None,
+    key_columns: Annotated[str | None, typer.Option(
+        help="Documents only: CSV/TSV key columns, comma-separated (a,b).")] = None,
+    skip_bad_files: Annotated[bool, typer.Option(
+        help="Documents only: skip unreadable files (listed in the manifest).")] = False,
 ) -> None:
     """Deduplicate segments inside each document and write a store atomically."""
     from ..pipeline import ingest_tables_to_store
 
     cfg = load_config(config)
-    result, version = ingest_tables_to_store(inputs, out, cfg, threads=threads, buckets=buckets)
+    from ..documents import ingest_documents, is_documents_input
+
+    if any(is_documents_input(p) for p in inputs):
+        keys = [k.strip() for k in key_columns.split(",") if k.strip()] if key_columns else None
+        result, version = ingest_documents(
+            inputs, out, cfg, embedder=embedder, language_from_path=language_from_path,
+            key_columns=keys, skip_bad_files=skip_bad_files, threads=threads, buckets=buckets,
+            quiet=quiet,
+        )
+    else:
+        result, version = ingest_tables_to_store(inputs, out, cfg, threads=threads,
+                                                 buckets=buckets)
     if not quiet:
         console.print(documents_table(result.documents))
     console.print(result.summary(), markup=False)
+    stages = {k[len("stage_"):]: v for k, v in result.timings.items() if k.startswith("stage_")}
+    if stages and not quiet:
+        console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()),
+                      markup=False)
     console.print(f"store: {out} (version {version.name})", markup=False)
