@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import polars as pl
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ..config import AnalyticsConfig
 from ..errors import StoreError
@@ -97,6 +98,7 @@ def doc_ratio_figure(data: ReportData) -> Figure:
     ax.axvline(cfg.low_ingestion_dedup_threshold, color="#ff7f0e", linestyle=":",
                label=f"low < {cfg.low_ingestion_dedup_threshold:g}")
     ax.legend(loc="upper right")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if ratios.size == 0:
         _no_data(ax, "no documents")
     return fig
@@ -148,6 +150,7 @@ def action_figure(data: ReportData) -> Figure:
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         ax.legend(loc="upper right")
         ax.tick_params(axis="x", labelrotation=30)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     else:
         _no_data(ax, "nothing removed")
     return fig
@@ -162,6 +165,7 @@ def retrieval_figure(data: ReportData) -> Figure:
     if frame.height:
         ratios = frame.get_column("ratio").fill_null(0.0).to_list()
         ax.plot(range(1, len(ratios) + 1), ratios, marker="o", color="#17becf")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     else:
         _no_data(ax, "no searches logged yet")
     ax.axhline(threshold, color="#d62728", linestyle="--", label=f"high > {threshold:g}")

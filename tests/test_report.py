@@ -1,0 +1,118 @@
+"""`arrowdedup report`: one self-contained HTML page, rendered in headless Chromium.
+
+Chromium is installed by the project (`make chromium`, a dependency of `make test`); the test
+installs nothing and skips with the command to run when the binary is absent.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from metrics_corpus import build_store, empty_frame, write_log
+from PIL import Image
+from typer.testing import CliRunner
+
+from arrowdedup.cli import app
+from arrowdedup.metrics import connect, top_boosted
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--window-size=1200,2000"]
+PLOTS = ("Dedup ratio per document", "Dedup ratio per doc_type", "Salience boost",
+         "Exact vs near vs filtered", "Retrieval dedup over searches")
+
+runner = CliRunner()
+
+
+def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("chromium is not installed: run `make chromium`")
+    profile = tmp / "profile"
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("report")
+    build_store(tmp / "store")
+    write_log(tmp / "store", "log", [(10, 7), (10, 10), (8, 4), (12, 11)])
+    out = runner.invoke(app, ["report", str(tmp / "store"), "--out", str(tmp / "report.html")])
+    assert out.exit_code == 0, out.output
+    return tmp / "report.html"
+
+
+def test_report_is_self_contained(report: Path) -> None:
+    page = report.read_text(encoding="utf-8")
+    sources = re.findall(r"""(?:src|href)\s*=\s*['"]([^'"]*)['"]""", page)
+    assert len(sources) == len(PLOTS)
+    assert all(s.startswith("data:image/png;base64,") for s in sources)
+    assert not re.search(r"https?://|<script|<link|@import|url\(", page)
+    for title in (*PLOTS, "Warnings", "Most boosted segments and their merged duplicates"):
+        assert f"<h2>{title}</h2>" in page
+    for src in sources:  # every embedded image is a real PNG with content
+        img = Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1])))
+        assert img.format == "PNG" and img.width >= 600 and img.height >= 300
+        assert np.asarray(img.convert("L")).std() > 5
+
+
+def test_report_lists_warnings_and_the_most_boosted(report: Path) -> None:
+    page = report.read_text(encoding="utf-8")
+    con = connect(report.parent / "store")
+    top = top_boosted(con, 10)
+    assert top.height == 2 and top["doc_id"].to_list() == ["spam-1", "faq-1"]
+    assert [len(d) for d in top["duplicates"].to_list()] == [5, 2]
+    for seg in top["duplicates"][0]:
+        assert seg["segment_id"] in page
+    assert "spam-1" in page and "dedup_ratio_ingestion" in page
+
+
+def test_report_renders_in_chromium(report: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "shot.png"
+    run = chromium(tmp_path, f"--screenshot={shot}", report.resolve().as_uri())
+    assert shot.exists(), run.stderr[-2000:]
+    pixels = np.asarray(Image.open(shot).convert("RGB")).astype(np.int16)
+    assert pixels.shape[:2] == (2000, 1200)
+    assert pixels.std() > 20  # not blank
+    # Plot colours (saturated pixels) are on screen: the images were decoded and painted.
+    saturation = pixels.max(axis=2) - pixels.min(axis=2)
+    assert (saturation > 80).sum() > 5000
+
+    # The same page plus a probe script reports each image's decoded size after load.
+    probe = tmp_path / "probe.html"
+    script = ("<script>window.addEventListener('load', () => { document.body.setAttribute("
+              "'data-images', JSON.stringify([...document.images].map(i => "
+              "[i.complete, i.naturalWidth, i.naturalHeight]))); });</script>")
+    probe.write_text(report.read_text(encoding="utf-8").replace("</body>", script + "</body>"),
+                     encoding="utf-8")
+    run = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    found = re.search(r'data-images="([^"]*)"', run.stdout)
+    assert found, run.stderr[-2000:]
+    images = json.loads(found.group(1).replace("&quot;", '"'))
+    assert len(images) == len(PLOTS)
+    assert all(done and w >= 600 and h >= 300 for done, w, h in images)
+
+
+def test_report_of_an_empty_store(tmp_path: Path) -> None:
+    build_store(tmp_path / "s", empty_frame())
+    out = runner.invoke(app, ["report", str(tmp_path / "s"), "--out", str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert page.count("data:image/png;base64,") == len(PLOTS)
+    assert "No segment was boosted" in page and "no data yet" in page
+
+
+def test_report_refuses_an_unwritable_path(tmp_path: Path) -> None:
+    build_store(tmp_path / "s", empty_frame())
+    out = runner.invoke(app, ["report", str(tmp_path / "s"), "--out",
+                              str(tmp_path / "missing" / "r.html")])
+    assert out.exit_code == 1 and out.output.startswith("error: cannot write the report")
