@@ -19,8 +19,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import kernels
-from .config import DecayMode, DedupConfig, resolve_config
+from . import kernels, kernels_blocked, lsh
+from .config import DecayMode, DedupConfig, Mode, resolve_config
 from .hashing import xxh64
 from .salience import DefaultSalience, SalienceScorer
 from .schema import Embeddings, SegmentsInput, embeddings_from, read_segments, validate
@@ -131,7 +131,8 @@ def ingest(
     with timer.stage("plan"):
         plan = make_plan(frame, salience, hashes, cfg)
     with timer.stage("kernel"):
-        action, rep, sim = run_kernels(plan, emb, cfg, threads)
+        action, rep, sim = run_kernels(plan, emb, cfg, threads,
+                                       texts=frame.get_column("text").to_arrow())
     with timer.stage("output"):
         result = build_result(frame, salience, action, rep, sim, cfg, timer.timings,
                               emb.dim if emb is not None else None)
@@ -216,8 +217,16 @@ def numba_threads(threads: int | None) -> Iterator[None]:
 
 
 def run_kernels(
-    plan: Plan, emb: Embeddings | None, cfg: DedupConfig, threads: int | None
+    plan: Plan,
+    emb: Embeddings | None,
+    cfg: DedupConfig,
+    threads: int | None,
+    *,
+    texts: pa.Array | pa.ChunkedArray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run the kernel each group needs: the Numba scan for small groups (in parallel), the
+    BLAS-blocked kernel for groups of ``BlockMinSegments`` or more, LSH for groups of
+    ``LshMinSegments`` or more in LSH mode (``texts``: the text column, for MinHash)."""
     n = plan.order.shape[0]
     action, rep, sim = kernels.new_outputs(n)
     if not cfg.ingestion.enabled or n == 0:
@@ -227,13 +236,32 @@ def run_kernels(
         usable = np.zeros(n, dtype=bool)
     else:
         matrix, usable = emb.matrix, emb.usable
-    inv_norm = kernels.inverse_norms(matrix, usable)
-    groups = np.arange(plan.offsets.shape[0] - 1, dtype=np.int64)
-    with numba_threads(threads):
+    if emb is not None and emb.sq_norm is not None:
+        inv_norm = np.zeros(n, dtype=np.float32)
+        inv_norm[usable] = (1.0 / np.sqrt(emb.sq_norm[usable])).astype(np.float32)
+    else:
+        inv_norm = kernels.inverse_norms(matrix, usable)
+    ing = cfg.ingestion
+    sizes = plan.sizes
+    use_lsh = (sizes >= ing.lsh_min_segments) if ing.mode is Mode.LSH else np.zeros_like(
+        sizes, dtype=bool)
+    large = (sizes >= ing.block_min_segments) | use_lsh
+    small = np.flatnonzero(~large).astype(np.int64)
+    with numba_threads(threads), kernels_blocked.blas_threads(threads):
         kernels.greedy_numba(
-            plan.order, plan.offsets, groups, matrix, inv_norm, usable, plan.hash_class,
-            plan.n_classes, plan.filtered, cfg.ingestion.similarity_threshold, action, rep, sim,
+            plan.order, plan.offsets, small, matrix, inv_norm, usable, plan.hash_class,
+            plan.n_classes, plan.filtered, ing.similarity_threshold, action, rep, sim,
         )
+        sel_of_class = np.full(plan.n_classes, -1, dtype=np.int64)
+        for g in np.flatnonzero(large).tolist():
+            rows = plan.order[plan.offsets[g] : plan.offsets[g + 1]]
+            args = (rows, matrix, inv_norm, usable, plan.hash_class, plan.filtered,
+                    ing.similarity_threshold, sel_of_class, action, rep, sim)
+            if use_lsh[g]:
+                buckets = lsh.candidate_buckets(rows, matrix, inv_norm, usable, texts, ing)
+                lsh.greedy_lsh_group(*args, buckets)
+            else:
+                kernels_blocked.greedy_blocked_group(*args)
     return action, rep, sim
 
 
@@ -314,7 +342,8 @@ def build_result(
         decisions = decisions.with_columns(frame.get_column("language").cast(pl.String))
 
     documents = document_stats(frame, action, boost, kept_mask)
-    return IngestionResult(kept, decisions, documents, dict(timings), cfg, dim)
+    # The same dict: the "output" stage closes after this returns and lands in it too.
+    return IngestionResult(kept, decisions, documents, timings, cfg, dim)
 
 
 def document_stats(

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -111,6 +112,7 @@ class Embeddings:
     present: np.ndarray  # bool (n,): not null
     usable: np.ndarray  # bool (n,): not null and non-zero norm
     dim: int
+    sq_norm: np.ndarray | None = None  # float64 (n,): squared norms, when already computed
 
 
 def _refuse(column: str, problem: str, rows: np.ndarray | Sequence[int], fix: str) -> SchemaError:
@@ -148,11 +150,12 @@ def validate(frame: pl.DataFrame, max_segments_per_document: int | None = None) 
         if nulls.any():
             raise _refuse(col, "null values", np.flatnonzero(nulls.to_numpy()),
                           f"every segment needs a {col}; fill or drop those rows")
-    dup = frame.get_column("segment_id").is_duplicated()
-    if dup.any():
+    ids = frame.get_column("segment_id")
+    if ids.n_unique() != frame.height:
+        dup = ids.is_duplicated()
         rows = np.flatnonzero(dup.to_numpy())
-        ids = frame.get_column("segment_id").gather(rows[:3]).to_list()
-        raise _refuse("segment_id", f"duplicate ids (e.g. {ids})", rows,
+        examples = ids.gather(rows[:3]).to_list()
+        raise _refuse("segment_id", f"duplicate ids (e.g. {examples})", rows,
                       "segment_id must be unique in the table; make the ids unique, e.g. "
                       "'{doc_id}#{position}'")
     if "salience" in schema:
@@ -181,6 +184,27 @@ def validate(frame: pl.DataFrame, max_segments_per_document: int | None = None) 
                 f"({counts.height} document(s) over the limit); raise the limit in the config "
                 "or split the document"
             )
+
+
+@numba.njit(nogil=True, cache=True, parallel=True, error_model="numpy",
+            fastmath={"reassoc", "contract"})
+def _row_stats(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: all values finite, and the squared norm, in one pass over the matrix.
+
+    NaN and ±inf propagate into the float64 sum of squares (finite float32 values cannot
+    overflow it), so one reduction answers both questions.
+    """
+    n, d = matrix.shape
+    finite = np.ones(n, dtype=np.bool_)
+    sq = np.zeros(n, dtype=np.float64)
+    for r in numba.prange(n):
+        acc = 0.0
+        for k in range(d):
+            v = np.float64(matrix[r, k])
+            acc += v * v
+        sq[r] = acc
+        finite[r] = np.isfinite(acc)
+    return finite, sq
 
 
 def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embeddings | None:
@@ -230,33 +254,32 @@ def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embedding
         raise _refuse(column, "embeddings of dimension 0", np.flatnonzero(present),
                       "an embedding needs at least one value; set those rows to null")
     if values.null_count:
-        raise SchemaError(
-            f"column {column!r}: null values inside embeddings; an embedding is either null as a "
-            "whole or fully numeric: replace the vectors"
-        )
+        inner_null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        if pa.types.is_fixed_size_list(arr.type):
+            bad_rows = np.flatnonzero(inner_null.reshape(n, d).any(axis=1) & present)
+        else:
+            bad_rows = np.flatnonzero(present)[inner_null.reshape(-1, d).any(axis=1)]
+        if bad_rows.size:
+            raise _refuse(column, "null values inside embeddings", bad_rows,
+                          "an embedding is either null as a whole or fully numeric: replace "
+                          "those vectors")
+        values = values.fill_null(0.0)
     flat = np.asarray(values.to_numpy(zero_copy_only=False))
     if d == 0:
         return Embeddings(np.zeros((n, 0), np.float32), present, np.zeros(n, bool), 0)
     if pa.types.is_fixed_size_list(arr.type):
-        full = flat.reshape(n, d)
-        finite = np.isfinite(full).all(axis=1) | ~present
-        matrix = np.ascontiguousarray(full, dtype=np.float32)
+        # Zero-copy when the input is float32 already; null slots are zeroed on a copy.
+        matrix = np.ascontiguousarray(flat.reshape(n, d), dtype=np.float32)
         if (~present).any():
-            matrix = matrix.copy() if matrix.base is not None else matrix
+            matrix = matrix.copy()
             matrix[~present] = 0.0
     else:
-        compact = flat.reshape(-1, d)
         matrix = np.zeros((n, d), dtype=np.float32)
-        matrix[present] = compact
-        finite = np.ones(n, dtype=bool)
-        finite[present] = np.isfinite(compact).all(axis=1)
+        matrix[present] = flat.reshape(-1, d)
+    finite, sq_norm = _row_stats(matrix)
     if not finite.all():
-        raise _refuse(column, "NaN or infinite values", np.flatnonzero(~finite),
+        raise _refuse(column, "NaN or infinite values (or values that overflow float32)",
+                      np.flatnonzero(~finite),
                       "embeddings must be finite; re-embed those rows or set them to null")
-    if not np.isfinite(matrix).all():
-        rows = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
-        raise _refuse(column, "values that overflow float32", rows,
-                      "embeddings are computed in float32; rescale them")
-    norms = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
-    usable = present & (norms > 0.0)
-    return Embeddings(matrix, present, usable, d)
+    usable = present & (sq_norm > 0.0)
+    return Embeddings(matrix, present, usable, d, sq_norm)

@@ -51,7 +51,7 @@ def segments_frame(
     data.update(extra)
     frame = pl.DataFrame(data)
     if embeddings is not None:
-        dim = next(len(e) for e in embeddings if e is not None)
+        dim = next((len(e) for e in embeddings if e is not None), 4)
         values = [None if e is None else [float(x) for x in e] for e in embeddings]
         frame = frame.with_columns(
             pl.Series("embedding", values, dtype=pl.List(pl.Float32)).cast(
