@@ -47,7 +47,7 @@ def tokenize(texts: pl.Series | list[str]) -> pl.Series:
     stop = pl.Series(sorted(stopwords()), dtype=pl.String)
     return (series.cast(pl.String).fill_null("").str.to_lowercase()
             .str.extract_all(TOKEN_PATTERN)
-            .list.eval(pl.element().filter(~pl.element().is_in(stop))))
+            .list.eval(pl.element().filter(~pl.element().is_in(stop.implode()))))
 
 
 def token_ids(texts: pl.Series) -> tuple[list[list[int]], dict[str, int]]:
