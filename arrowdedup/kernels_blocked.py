@@ -1,0 +1,211 @@
+"""BLAS-blocked greedy kernel of SPEC section 2 for one large group (≳ 1,000 segments).
+
+The Numba scan of :mod:`arrowdedup.kernels` compares each candidate with the selected set one
+dot product at a time. For a large group that is memory-bound; here a *block* of ``block``
+consecutive candidates (in greedy order) is compared with the vectors selected before the block
+by one matrix product per ``chunk`` selected vectors (a BLAS GEMM), then the greedy scan runs
+inside the block, resolving in-block pairs with the block's own Gram matrix.
+
+Same decisions as the Numba kernel: the GEMM is only a *screen*. Every pair it flags with a
+cosine ≥ ``threshold - SCREEN_MARGIN`` is re-computed by :func:`_dot`, a fixed-order Numba dot
+product of the same unit vectors the Numba kernel builds, and only that value decides. BLAS
+rounding (which may depend on its thread count and blocking) moves a float32 cosine of unit
+vectors by far less than the margin, so neither the BLAS nor the Numba thread count can change
+a decision, a representative or a reported similarity.
+
+Memory, for one group of ``m`` rows with dimension ``d``: the selected unit vectors
+(at most ``m_usable × d`` float32, i.e. at most one more copy of the group's embeddings) plus
+the block buffers — candidates ``block × d``, screen ``block × chunk`` and Gram ``block × block``
+floats — plus O(m) integers. The similarity work never holds more than
+O(block × selected) floats, and with the default ``chunk`` only ``block × chunk``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numba
+import numpy as np
+
+from .kernels import DROPPED_EXACT, FILTERED, KEPT, MERGED_NEAR
+
+BLOCK = 512
+CHUNK = 8192
+# Far above the float32 rounding error of a d ≤ 4096 dot product of unit vectors (~1e-5 worst
+# case), so the screen never hides a pair that the exact dot would accept.
+SCREEN_MARGIN = 1e-3
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True, inline="always")
+def _dot(a: np.ndarray, b: np.ndarray) -> np.float32:
+    acc = np.float32(0.0)
+    for k in range(a.shape[0]):
+        acc += a[k] * b[k]
+    return acc
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _first_hits(
+    screen: np.ndarray,
+    pending: np.ndarray,
+    cand: np.ndarray,
+    selected: np.ndarray,
+    c0: int,
+    threshold: float,
+    low: float,
+    first_hit: np.ndarray,
+    hit_sim: np.ndarray,
+) -> None:
+    """For each pending candidate, the first selected vector in ``[c0, c0 + chunk)`` whose exact
+    cosine reaches the threshold (rows are independent, so this runs in parallel)."""
+    thr = np.float32(threshold)
+    lo = np.float32(low)
+    width = screen.shape[1]
+    for a in numba.prange(pending.shape[0]):
+        p = pending[a]
+        for j in range(width):
+            if screen[a, j] >= lo:
+                acc = _dot(cand[p], selected[c0 + j])
+                if acc >= thr:
+                    first_hit[p] = c0 + j
+                    hit_sim[p] = acc
+                    break
+
+
+@numba.njit(nogil=True, cache=True)
+def _scan_block(
+    brows: np.ndarray,
+    cpos: np.ndarray,
+    cand: np.ndarray,
+    gram: np.ndarray,
+    first_hit: np.ndarray,
+    hit_sim: np.ndarray,
+    selected: np.ndarray,
+    sel_rows: np.ndarray,
+    nsel: int,
+    filtered: np.ndarray,
+    usable: np.ndarray,
+    hash_class: np.ndarray,
+    sel_of_class: np.ndarray,
+    threshold: float,
+    low: float,
+    action: np.ndarray,
+    rep: np.ndarray,
+    sim: np.ndarray,
+) -> int:
+    """The greedy scan of one block, in order; returns the new selected count."""
+    thr = np.float32(threshold)
+    lo = np.float32(low)
+    nsel0 = nsel
+    inblock = np.empty(brows.shape[0], dtype=np.int64)
+    nin = 0
+    for t in range(brows.shape[0]):
+        r = brows[t]
+        if filtered[r]:
+            action[r] = FILTERED
+            continue
+        c = hash_class[r]
+        s = sel_of_class[c]
+        if s >= 0:
+            action[r] = DROPPED_EXACT
+            rep[r] = s
+            continue
+        if usable[r]:
+            # sel_of_class only grows, so a row that is no exact duplicate now was none at the
+            # start of the block and has a candidate slot.
+            p = cpos[t]
+            if first_hit[p] >= 0:
+                action[r] = MERGED_NEAR
+                rep[r] = sel_rows[first_hit[p]]
+                sim[r] = hit_sim[p]
+                continue
+            merged = False
+            for q in range(nin):
+                pq = inblock[q]
+                if gram[p, pq] >= lo:
+                    acc = _dot(cand[p], cand[pq])
+                    if acc >= thr:
+                        action[r] = MERGED_NEAR
+                        rep[r] = sel_rows[nsel0 + q]
+                        sim[r] = acc
+                        merged = True
+                        break
+            if merged:
+                continue
+            selected[nsel, :] = cand[p]
+            sel_rows[nsel] = r
+            nsel += 1
+            inblock[nin] = p
+            nin += 1
+        action[r] = KEPT
+        sel_of_class[c] = r
+    return nsel
+
+
+def greedy_blocked_group(
+    rows: np.ndarray,
+    matrix: np.ndarray,
+    inv_norm: np.ndarray,
+    usable: np.ndarray,
+    hash_class: np.ndarray,
+    filtered: np.ndarray,
+    threshold: float,
+    sel_of_class: np.ndarray,
+    action: np.ndarray,
+    rep: np.ndarray,
+    sim: np.ndarray,
+    *,
+    block: int = BLOCK,
+    chunk: int = CHUNK,
+) -> None:
+    """Scan one group (``rows`` in greedy order) like ``kernels._scan_group``, blocked.
+
+    Arguments and outputs are those of :func:`arrowdedup.kernels.greedy_numba` for one group;
+    ``sel_of_class`` maps a hash class to its selected row (-1 when none) and is updated.
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    m = rows.shape[0]
+    d = matrix.shape[1]
+    low = float(np.float32(threshold) - np.float32(SCREEN_MARGIN))
+    capacity = int(np.count_nonzero(usable[rows] & ~filtered[rows]))
+    selected = np.empty((max(capacity, 1), d), dtype=np.float32)
+    sel_rows = np.empty(max(capacity, 1), dtype=np.int64)
+    nsel = 0
+    for b0 in range(0, m, block):
+        brows = rows[b0 : b0 + block]
+        # Candidates worth screening: comparable and not already an exact duplicate.
+        cmask = ~filtered[brows] & usable[brows] & (sel_of_class[hash_class[brows]] < 0)
+        cidx = np.flatnonzero(cmask)
+        cpos = np.full(brows.shape[0], -1, dtype=np.int64)
+        cpos[cidx] = np.arange(cidx.shape[0])
+        crow = brows[cidx]
+        # Same float32 products as the Numba kernel's unit vectors, bit for bit.
+        cand = matrix[crow] * inv_norm[crow][:, None]
+        first_hit = np.full(cidx.shape[0], -1, dtype=np.int64)
+        hit_sim = np.zeros(cidx.shape[0], dtype=np.float32)
+        pending = np.arange(cidx.shape[0], dtype=np.int64)
+        for c0 in range(0, nsel, chunk):
+            if pending.shape[0] == 0:
+                break
+            c1 = min(nsel, c0 + chunk)
+            left = cand if pending.shape[0] == cand.shape[0] else cand[pending]
+            screen = left @ selected[c0:c1].T
+            _first_hits(screen, pending, cand, selected, c0, threshold, low, first_hit, hit_sim)
+            pending = pending[first_hit[pending] < 0]
+        gram = cand @ cand.T
+        nsel = _scan_block(brows, cpos, cand, gram, first_hit, hit_sim, selected, sel_rows, nsel,
+                           filtered, usable, hash_class, sel_of_class, threshold, low,
+                           action, rep, sim)
+
+
+@contextlib.contextmanager
+def blas_threads(threads: int | None) -> Iterator[None]:
+    """Cap the BLAS thread pool at ``threads`` (speed only: decisions never depend on it)."""
+    if threads is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=max(1, threads), user_api="blas"):
+        yield
