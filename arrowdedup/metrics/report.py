@@ -331,3 +331,23 @@ def benchmark_results(directory: str | Path) -> list[dict[str, Any]]:
             continue
         out.append({"file": path.name, "data": data})
     return out
+
+
+def benchmark_tables(directory: str | Path) -> list[tuple[str, pl.DataFrame]]:
+    """Every table of the benchmark results in ``directory`` (the harness's
+    ``{"tables": [{"title", "columns", "rows"}]}`` shape) as ``(title, frame)``; cells are
+    shown as text so mixed columns stay readable."""
+    out = []
+    for result in benchmark_results(directory):
+        data = result["data"]
+        tables = data.get("tables", []) if isinstance(data, dict) else []
+        name = data.get("name") or Path(result["file"]).stem
+        for t in tables:
+            if not isinstance(t, dict) or "columns" not in t or "rows" not in t:
+                continue
+            columns = [str(c) for c in t["columns"]]
+            rows = [["" if v is None else str(v) for v in row] for row in t["rows"]]
+            frame = pl.DataFrame(rows, schema=columns, orient="row") if rows else \
+                pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
+            out.append((f"{name}: {t.get('title', '')}", frame))
+    return out
