@@ -179,6 +179,11 @@ def test_store_without_retrieval_log(tmp_path: Path) -> None:
     # A retrieval threshold of 0 cannot fire without searches.
     cfg = AnalyticsConfig(high_retrieval_dedup_threshold=0.0)
     assert not [w for w in compute_warnings(c, cfg) if w.metric == "dedup_ratio_retrieval"]
+    # The first search is visible on the same connection (the directory did not exist).
+    assert not (tmp_path / "s" / "retrieval_log").exists()
+    write_log(tmp_path / "s", "first", [(4, 3)])
+    assert c.sql("SELECT count(*) FROM retrieval_log").fetchall() == [(1,)]
+    assert value(c, "dedup_ratio_retrieval") == pytest.approx(0.25)
 
 
 def test_empty_store(tmp_path: Path) -> None:

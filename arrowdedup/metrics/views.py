@@ -3,8 +3,8 @@
 The views read ``STORE/current/...`` through the ``current`` symlink, so a new ingest (which
 swaps the symlink) is visible to an open connection without rebuilding anything: views, not
 copies. The retrieval log is read from ``STORE/retrieval_log/*.parquet``; while no search has
-been logged it is an empty relation with the log's columns (DuckDB refuses a glob that matches
-nothing), so call :func:`connect` again after the first search to see it.
+been logged it is an empty relation with the log's columns, and the first search shows up in it
+without reconnecting.
 
 Definitions (a "removed" segment is any decision other than ``kept``: exact, near or filtered,
 matching ``documents.dedup_ratio``):
@@ -55,12 +55,14 @@ def _literal(path: Path | str) -> str:
 
 
 def _retrieval_log_sql(log_dir: Path) -> str:
-    if any(log_dir.glob("*.parquet")):
-        cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in RETRIEVAL_LOG_COLUMNS.items())
-        source = f"read_parquet({_literal(log_dir / '*.parquet')}, union_by_name = true)"
-        return f"SELECT {cols} FROM {source}"
-    cols = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in RETRIEVAL_LOG_COLUMNS.items())
-    return f"SELECT {cols} WHERE false"
+    # An empty typed relation UNION BY NAME the files (``allow_empty``: no file yet is no row),
+    # so the view has the log's columns before the first search and sees later searches.
+    typed = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in RETRIEVAL_LOG_COLUMNS.items())
+    files = (f"read_parquet({_literal(log_dir / '*.parquet')}, allow_empty = true, "
+             "union_by_name = true)")
+    cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in RETRIEVAL_LOG_COLUMNS.items())
+    return (f"SELECT {cols} FROM (SELECT {typed} WHERE false "
+            f"UNION ALL BY NAME SELECT * FROM {files})")
 
 
 def _group_view(key: str, key_source: str, join: str) -> str:
