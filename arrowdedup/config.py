@@ -88,7 +88,9 @@ def _enum(kind: type[Enum]) -> Check:
 
 @dataclasses.dataclass(frozen=True)
 class IngestionConfig:
-    enabled: bool = dataclasses.field(default=True, metadata=_key("Enabled", _bool, "true or false"))
+    enabled: bool = dataclasses.field(
+        default=True, metadata=_key("Enabled", _bool, "true or false")
+    )
     similarity_threshold: float = dataclasses.field(
         default=0.90, metadata=_key("SimilarityThreshold", _open01, "a number in (0, 1]")
     )
@@ -156,7 +158,9 @@ class IngestionConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RetrievalConfig:
-    enabled: bool = dataclasses.field(default=True, metadata=_key("Enabled", _bool, "true or false"))
+    enabled: bool = dataclasses.field(
+        default=True, metadata=_key("Enabled", _bool, "true or false")
+    )
     similarity_threshold: float = dataclasses.field(
         default=0.90, metadata=_key("SimilarityThreshold", _open01, "a number in (0, 1]")
     )
@@ -255,7 +259,9 @@ def _parse_section(cls: type[_Section], raw: Any, where: str) -> _Section:
     if isinstance(raw, cls):
         return raw
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where} must be a JSON object, got {type(raw).__name__}; fix the config")
+        raise ConfigError(
+            f"{where} must be a JSON object, got {type(raw).__name__}; fix the config"
+        )
     fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():

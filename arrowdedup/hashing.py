@@ -114,7 +114,8 @@ def _buffers(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]
     if array.null_count:
         array = array.fill_null("")
     _, offsets_buf, data_buf = array.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[array.offset : array.offset + len(array) + 1]
+    start = array.offset
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[start : start + len(array) + 1]
     data = (
         np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
     )

@@ -209,7 +209,8 @@ def numba_threads(threads: int | None) -> Iterator[None]:
         yield
         return
     previous = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    numba.set_num_threads(max(1, min(threads, limit)))
     try:
         yield
     finally:

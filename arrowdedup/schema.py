@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 import numba
 import numpy as np
@@ -20,7 +21,9 @@ import pyarrow.parquet as pq
 from .errors import InputError, SchemaError, first_rows
 
 REQUIRED = ("doc_id", "segment_id", "text", "segment_type", "position")
-SegmentsInput = pl.DataFrame | pl.LazyFrame | pa.Table | str | Path | Sequence[str | Path]
+SegmentsInput: TypeAlias = (
+    pl.DataFrame | pl.LazyFrame | pa.Table | str | Path | Sequence[str | Path]
+)
 
 _STRINGISH = (pl.String, pl.Categorical, pl.Enum)
 

@@ -52,7 +52,8 @@ def test_exact_pair_keeps_first_drops_second_without_boost() -> None:
     assert r.kept.get_column("salience").to_list() == pytest.approx([0.5])
 
 
-@pytest.mark.parametrize(("mode", "boost"), [("Linear", 0.30), ("Logarithmic", 0.15 * math.log2(3))])
+@pytest.mark.parametrize(("mode", "boost"),
+                         [("Linear", 0.30), ("Logarithmic", 0.15 * math.log2(3))])
 def test_abc_near_duplicates(mode: str, boost: float) -> None:
     r = ingest(abc_frame(), cfg(boost_decay_mode=mode))
     assert actions(r) == ["kept", "merged_near", "merged_near"]

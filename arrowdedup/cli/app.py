@@ -81,7 +81,9 @@ def documents_table(documents: Any, limit: int = 20) -> Table:
 
 @app.callback()
 def _root(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Per-document log lines.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Per-document log lines.")
+    ] = False,
 ) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(message)s", stream=sys.stderr)

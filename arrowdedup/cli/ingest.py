@@ -18,7 +18,9 @@ def ingest(
              "text, HTML, CSV/TSV, JSONL), which are extracted and embedded first.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Store directory to write.")],
     config: ConfigOpt = None,
-    threads: Annotated[int | None, typer.Option(help="Kernel threads (default: all cores).")] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="Kernel threads (default: all cores).")
+    ] = None,
     buckets: Annotated[int, typer.Option(help="Hash buckets of doc_id in the store.")] = 16,
     quiet: QuietOpt = False,
     embedder: Annotated[str, typer.Option(

@@ -1,0 +1,154 @@
+"""The store: layout, determinism, atomic swap, lock, and reading back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from test_kernels import random_table
+
+from arrowdedup import StoreError, ingest, open_store, write_store
+
+
+def corpus(seed: int = 0, docs: int = 12) -> pl.DataFrame:
+    parts = []
+    for i in range(docs):
+        t = random_table(seed * 1000 + i, 30)
+        parts.append(t.with_columns(pl.lit(f"doc-{i}").alias("doc_id"),
+                                    (pl.lit(f"{i}:") + pl.col("segment_id")).alias("segment_id")))
+    return pl.concat(parts)
+
+
+def data_files(version: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(version)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(version.rglob("*")) if p.is_file() and p.name != "manifest.json"
+    }
+
+
+def test_layout_and_read_back(tmp_path: Path) -> None:
+    frame = corpus()
+    result = ingest(frame)
+    version = write_store(result, tmp_path / "s", buckets=4)
+    store = open_store(tmp_path / "s")
+    assert store.version == version.resolve()
+    assert (tmp_path / "s" / "current").is_symlink()
+    m = store.manifest
+    assert m["format_version"] == 1 and m["run_id"] and m["buckets"] == 4
+    assert m["embedding"]["dim"] == 8
+    assert m["counts"]["segments_in"] == frame.height
+    assert m["config"] == result.config.to_dict()
+    segs = store.segments().collect()
+    assert segs.height == result.kept.height
+    assert set(segs.columns) == set(result.kept.columns)
+    assert segs.sort("segment_id").equals(result.kept.sort("segment_id").select(segs.columns))
+    assert store.decisions().collect().height == frame.height
+    assert store.documents().collect().sort("doc_id").equals(result.documents.sort("doc_id"))
+    vectors = store.vectors()
+    assert vectors is not None and vectors.shape == (segs.height, 8)
+    emb = np.array([[np.nan] * 8 if e is None else e for e in segs["embedding"].to_list()])
+    for row, e in zip(vectors, emb, strict=True):
+        if np.isfinite(e).all() and np.linalg.norm(e) > 0:
+            np.testing.assert_allclose(row, e / np.linalg.norm(e), rtol=1e-5, atol=1e-6)
+        else:
+            assert not row.any()
+
+
+def test_each_document_lives_in_one_bucket(tmp_path: Path) -> None:
+    write_store(ingest(corpus(docs=30)), tmp_path / "s", buckets=8)
+    version = open_store(tmp_path / "s").version
+    seen: dict[str, str] = {}
+    for sub in ("segments", "decisions"):
+        parts = sorted((version / sub).glob("*.parquet"))
+        assert 1 < len(parts) <= 8
+        for part in parts:
+            for doc in pl.read_parquet(part).get_column("doc_id").unique().to_list():
+                assert seen.setdefault(f"{sub}:{doc}", part.name) == part.name
+
+
+def test_identical_runs_write_identical_bytes(tmp_path: Path) -> None:
+    frame = corpus(seed=3)
+    a = write_store(ingest(frame, threads=1), tmp_path / "a", buckets=4)
+    b = write_store(ingest(frame, threads=2), tmp_path / "b", buckets=4)
+    assert data_files(a) == data_files(b)
+    ma, mb = (json.loads((v / "manifest.json").read_text()) for v in (a, b))
+    for volatile in ("run_id", "created_at", "timings"):
+        ma.pop(volatile), mb.pop(volatile)
+    assert ma == mb
+
+
+def test_reingest_replaces_content_and_keeps_one_pointer(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    write_store(ingest(corpus(seed=1)), root)
+    first = open_store(root)
+    write_store(ingest(corpus(seed=2, docs=3)), root)
+    second = open_store(root)
+    assert second.version != first.version
+    assert second.manifest["counts"]["documents"] == 3
+    # a reader that opened the old version still reads it whole
+    assert first.decisions().collect().height == 12 * 30
+
+
+def test_failed_run_leaves_old_store_intact(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    write_store(ingest(corpus(seed=1)), root)
+    before = open_store(root)
+
+    def boom(version_dir: Path, kept: pl.DataFrame) -> None:
+        raise RuntimeError("simulated crash while writing")
+
+    with pytest.raises(RuntimeError):
+        write_store(ingest(corpus(seed=2)), root, hooks=[boom])
+    after = open_store(root)
+    assert after.version == before.version
+    assert data_files(after.version) == data_files(before.version)
+    assert not list((root / "versions").glob(".tmp-*"))
+    assert not (root / ".lock").exists()
+
+
+def test_second_writer_is_refused_and_stale_lock_recovered(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / "versions").mkdir()
+    (root / ".lock").write_text(f"{os.getppid()}\n")  # a live process holds it
+    with pytest.raises(StoreError, match="being written by process"):
+        write_store(ingest(corpus(docs=1)), root)
+    (root / ".lock").write_text("999999999\n")  # no such process: stale
+    write_store(ingest(corpus(docs=1)), root)
+    assert open_store(root).manifest["counts"]["documents"] == 1
+
+
+def test_refusals(tmp_path: Path) -> None:
+    file_path = tmp_path / "file"
+    file_path.write_text("x")
+    with pytest.raises(StoreError, match="is a file"):
+        write_store(ingest(corpus(docs=1)), file_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    with pytest.raises(StoreError, match="not an arrowdedup store"):
+        write_store(ingest(corpus(docs=1)), other)
+    with pytest.raises(StoreError, match="no store"):
+        open_store(tmp_path / "missing")
+    with pytest.raises(StoreError, match="not an arrowdedup store"):
+        open_store(other)
+
+
+def test_other_embedding_model_refused(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    write_store(ingest(corpus(docs=1)), root, embedding_model="model-a")
+    with pytest.raises(StoreError, match="model-a"):
+        write_store(ingest(corpus(docs=1)), root, embedding_model="model-b")
+
+
+def test_store_without_embeddings(tmp_path: Path) -> None:
+    frame = corpus(docs=2).drop("embedding")
+    write_store(ingest(frame), tmp_path / "s")
+    store = open_store(tmp_path / "s")
+    assert store.vectors() is None
+    assert "embedding" not in store.segments().collect().columns
