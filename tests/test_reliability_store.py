@@ -234,7 +234,7 @@ def test_store_of_another_embedding_model(tmp_path: Path) -> None:
     message = str(info.value)
     assert "'model-a'" in message and "'model-b'" in message and "new store" in message
     assert _snapshot(root) == before
-    with pytest.raises(StoreError, match="16-d.*8-d"):
+    with pytest.raises(StoreError, match=r"16-d.*8-d"):
         write_store(ingest(_table(1, 2, dim=8)), root, embedding_model="model-a")
     assert not (root / LOCK).exists()
 
@@ -249,7 +249,7 @@ def test_store_of_another_format_version(tmp_path: Path) -> None:
     mpath.write_text(json.dumps(manifest))
     with pytest.raises(StoreError, match="format version 99"):
         open_store(root)
-    with pytest.raises(StoreError, match="format version 99.*new store"):
+    with pytest.raises(StoreError, match=r"format version 99.*new store"):
         write_store(result, root)
     report = verify_store(root)
     assert not report.ok and "format version 99" in report.problems[0].message
@@ -284,7 +284,7 @@ def test_unwritable_location(inputs: tuple[Path, Path], tmp_path: Path,
         real_mkdir(path, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "mkdir", refuse)
-    with pytest.raises(StoreError, match="cannot create the store.*Permission denied.*writable"):
+    with pytest.raises(StoreError, match=r"cannot create the store.*Permission denied.*writable"):
         ingest_tables_to_store([inputs[0]], tmp_path / "locked" / "store")
     cli = runner.invoke(app, ["ingest", str(inputs[0]), "--out", str(tmp_path / "locked")])
     assert cli.exit_code == 1 and "Traceback" not in cli.output
