@@ -22,7 +22,7 @@ from ..config import DedupConfig, resolve_config
 from ..embed import Embedder
 from ..errors import InputError
 from ..store import Store, open_store
-from .crossdoc import duplicate_of, language_codes
+from .crossdoc import duplicate_of
 from .search import Query, SearchResult, StoreView, search, store_view
 
 
@@ -89,9 +89,9 @@ def build_context(
     if expand < 0:
         raise InputError(f"expand = {expand} is invalid: give 0 or more neighbours")
     st = open_store(store)
-    cfg = st.config if config is None else resolve_config(config)
-    result = search(st, query, k=k, mode=mode, config=cfg, embedder=embedder)
     view = store_view(st)
+    cfg = view.config if config is None else resolve_config(config)
+    result = search(st, query, k=k, mode=mode, config=cfg, embedder=embedder)
     rows = [int(r) for r in result.rows]
     origin = ["retrieved"] * len(rows)
     rank = list(range(1, len(rows) + 1))
@@ -107,7 +107,7 @@ def build_context(
     if cfg.retrieval.enabled and view.vectors is not None and idx.size:
         unit = np.asarray(view.vectors[idx], dtype=np.float32)
         usable = np.linalg.norm(unit, axis=1) > 0
-        lang = language_codes(view.frame[rows])
+        lang = view.lang[idx]
         keep = duplicate_of(unit, usable, lang, cfg.retrieval.similarity_threshold) < 0
         # Retrieved results were deduped already; only expansions can fall out here.
         keep[: result.rows.size] = True

@@ -19,7 +19,7 @@ from ..config import RrfConfig
 from ..errors import ConfigError
 
 
-class SearchMode(str, Enum):  # noqa: UP042 (same pattern as config.Mode)
+class SearchMode(str, Enum):
     HYBRID = "hybrid"
     KEYWORD = "keyword"
     SEMANTIC = "semantic"

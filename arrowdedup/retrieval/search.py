@@ -91,13 +91,16 @@ class SearchResult:
 
 
 class StoreView:
-    """The in-memory part of one store version that retrieval reads on every search."""
+    """The in-memory part of one store version that retrieval reads on every search: the small
+    columns (rechunked once), per-row signal arrays, the recorded config, the mmapped vectors
+    and the BM25 index (loaded on first use)."""
 
     def __init__(self, store: Store) -> None:
         self.version = store.version
+        self.config = store.config
         lf = store.segments(with_embeddings=False)
         names = lf.collect_schema().names()
-        self.frame = lf.select([c for c in VIEW_COLUMNS if c in names]).collect()
+        self.frame = lf.select([c for c in VIEW_COLUMNS if c in names]).collect().rechunk()
         self.vectors = store.vectors()
         self._bm25: Bm25Index | bool | None = False
         if self.vectors is not None and self.vectors.shape[0] != self.frame.height:
@@ -109,6 +112,13 @@ class StoreView:
         self.segment_ids = ids.to_numpy()
         self.doc_codes = self.frame.get_column("doc_id").cast(pl.String).rank("dense") \
             .to_numpy().astype(np.int64)
+        self.lang = language_codes(self.frame)
+        # Result columns as one Arrow table: a single-threaded take of ~10 rows per search.
+        self.core = self.frame.select(
+            pl.col("doc_id").cast(pl.String), pl.col("segment_id").cast(pl.String),
+            pl.col("text").cast(pl.String)).to_arrow().combine_chunks()
+        self.salience, self.salience_known = self._salience()
+        self.fresh, self.fresh_known = self._freshness()
         self._row_of: dict[str, int] | None = None
 
     @property
@@ -122,16 +132,18 @@ class StoreView:
             self._row_of = {str(s): i for i, s in enumerate(self.segment_ids)}
         return self._row_of.get(segment_id)
 
-    def salience(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _salience(self) -> tuple[np.ndarray, np.ndarray]:
+        n = self.frame.height
         if "salience" not in self.frame.columns:
-            return np.zeros(rows.size), np.zeros(rows.size, dtype=bool)
-        s = self.frame.get_column("salience")[rows.tolist()]
+            return np.zeros(n), np.zeros(n, dtype=bool)
+        s = self.frame.get_column("salience")
         return s.cast(pl.Float64).fill_null(np.nan).to_numpy(), s.is_not_null().to_numpy()
 
-    def freshness(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _freshness(self) -> tuple[np.ndarray, np.ndarray]:
+        n = self.frame.height
         if "created_at" not in self.frame.columns:
-            return np.zeros(rows.size), np.zeros(rows.size, dtype=bool)
-        col = self.frame.get_column("created_at")[rows.tolist()]
+            return np.zeros(n), np.zeros(n, dtype=bool)
+        col = self.frame.get_column("created_at")
         if not col.dtype.is_temporal():
             col = col.cast(pl.String).str.to_datetime(strict=False, time_zone="UTC")
         col = col.cast(pl.Datetime("us")) if col.dtype == pl.Date else col
@@ -248,13 +260,13 @@ def search(
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     st = open_store(store)
-    cfg = st.config if config is None else resolve_config(config)
+    view = store_view(st)
+    cfg = view.config if config is None else resolve_config(config)
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise InputError(f"k = {k!r} is invalid: ask for at least 1 result")
     weights = mode_weights(cfg.rrf, mode)
     mode_name = SearchMode(str(getattr(mode, "value", mode)).lower()).value
     texts, vector = _parse_query(query)
-    view = store_view(st)
     n_cand = max(3 * k, 50)
 
     if vector is not None and mode_name == SearchMode.KEYWORD.value:
@@ -310,10 +322,9 @@ def search(
     if bm25_all:
         best = np.max(np.stack([s[cand] for s in bm25_all]), axis=0)
         ranks["bm25"] = competition_rank(best, best > 0)
-    sal, sal_known = view.salience(cand)
-    ranks["salience"] = competition_rank(sal, sal_known)
-    fresh, fresh_known = view.freshness(cand)
-    ranks["freshness"] = group_rank(fresh, fresh_known, view.doc_codes[cand])
+    ranks["salience"] = competition_rank(view.salience[cand], view.salience_known[cand])
+    ranks["freshness"] = group_rank(view.fresh[cand], view.fresh_known[cand],
+                                    view.doc_codes[cand])
     raw, norm = rrf(ranks, weights, k=cfg.rrf.k)
     passed = np.flatnonzero(norm >= cfg.retrieval.min_relevance_score)
     order = passed[score_order(raw[passed], view.segment_ids[cand[passed]])]
@@ -323,10 +334,9 @@ def search(
     ranked_rows = cand[order]
     ids = pa.array(view.segment_ids[ranked_rows].astype(str), type=pa.string())
     if cfg.retrieval.enabled and order.size:
-        lang = language_codes(view.frame[ranked_rows.tolist()]) \
-            if "language" in view.frame.columns else np.zeros(order.size, np.int64)
         rep = duplicate_of(unit[order] if unit.shape[1] else unit[:order.size],
-                           usable[order], lang, cfg.retrieval.similarity_threshold)
+                           usable[order], view.lang[ranked_rows],
+                           cfg.retrieval.similarity_threshold)
     else:
         rep = np.full(order.size, -1, dtype=np.int64)
     kept, displaced = displaced_lists(ids, rep)
@@ -334,7 +344,7 @@ def search(
 
     top = kept[:k]
     rows = cand[order[top]]
-    picked = view.frame[rows.tolist()] if top.size else view.frame.clear()
+    picked = view.core.take(pa.array(rows, type=pa.int64()))
 
     def rank_col(name: str) -> pl.Series:
         if name not in ranks:
@@ -343,9 +353,9 @@ def search(
 
     results = pl.DataFrame([
         pl.Series("rank", np.arange(1, top.size + 1), dtype=pl.Int32),
-        picked.get_column("doc_id").cast(pl.String),
-        picked.get_column("segment_id").cast(pl.String),
-        picked.get_column("text").cast(pl.String),
+        pl.Series("doc_id", picked.column("doc_id")),
+        pl.Series("segment_id", picked.column("segment_id")),
+        pl.Series("text", picked.column("text")),
         pl.Series("rrf", raw[order[top]], dtype=pl.Float64),
         pl.Series("score", norm[order[top]], dtype=pl.Float64),
         rank_col("dense"), rank_col("bm25"), rank_col("salience"), rank_col("freshness"),
