@@ -10,6 +10,9 @@ import duckdb
 import numpy as np
 import polars as pl
 import pytest
+from conftest import segments_frame
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from metrics_corpus import build_store, corpus, empty_frame, write_log
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
@@ -359,3 +362,40 @@ def test_prometheus_escapes_label_values(tmp_path: Path) -> None:
     families = {f.name: f for f in text_string_to_metric_families(text)}
     [sample] = families["arrowdedup_documents_by_doc_type"].samples
     assert sample.labels["doc_type"] == odd and sample.value == 5
+
+
+# ----------------------------------------------------------------------------- property
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 4),
+                          # Real words: the store's BM25 index refuses a corpus with no token.
+                          st.sampled_from(["alpha", "bravo", "charlie", "delta"]),
+                          st.sampled_from([0.01, 0.5, 0.9]), st.sampled_from(["en", "de"])),
+                min_size=1, max_size=30))
+def test_group_views_match_polars_on_random_tables(tmp_path_factory: pytest.TempPathFactory,
+                                                   rows: list[tuple[int, str, float, str]]
+                                                   ) -> None:
+    docs = [f"doc{d}" for d, _, _, _ in rows]
+    frame = segments_frame([t for _, t, _, _ in rows], doc_id=docs,
+                           salience=[s for _, _, s, _ in rows],
+                           doc_type=[None if d == 4 else f"type{d % 2}" for d, _, _, _ in rows],
+                           language=[lang for _, _, _, lang in rows])
+    root = tmp_path_factory.mktemp("prop") / "s"
+    result = build_store(root, frame)
+    c = connect(root)
+    dec = result.decisions.join(frame.select("doc_id", "segment_id", "doc_type"),
+                                on=["doc_id", "segment_id"])
+    assert value(c, "dedup_ratio_ingestion") == pytest.approx(
+        dec.select(removed(dec).mean()).item(), rel=1e-12)
+    for key, view in (("doc_type", "dedup_by_doc_type"), ("language", "dedup_by_language")):
+        expected = (dec.group_by(key)
+                    .agg(pl.col("doc_id").n_unique().cast(pl.Int64).alias("documents"),
+                         pl.len().cast(pl.Int64).alias("segments"),
+                         removed(dec).mean().alias("value"))
+                    .sort(key, nulls_last=True))
+        got = c.sql(f"SELECT * FROM {view}").pl()
+        assert got.drop("value").equals(expected.drop("value"))
+        assert got["value"].to_list() == pytest.approx(expected["value"].to_list(), rel=1e-12)
+    c.close()
