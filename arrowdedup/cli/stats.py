@@ -72,7 +72,18 @@ def stats(
     sql: Annotated[str | None, typer.Option("--sql", help="A SQL query against the views.")] =
     None,
 ) -> None:
-    """Dedup metrics and warnings of a store (thresholds from the store's config)."""
+    """Dedup metrics and warnings of a store (thresholds from the store's config).
+
+    Warnings: a document's dedup ratio > HighIngestionDedupThreshold;
+
+    the corpus dedup ratio < LowIngestionDedupThreshold;
+
+    the retrieval dedup ratio > HighRetrievalDedupThreshold;
+
+    a document's largest salience boost >= HighSalienceBoostThreshold.
+
+    --sql queries the views: segments, decisions, documents, retrieval_log and the metrics.
+    """
     from ..metrics import compute_warnings, connect, corpus_metrics, metric_views, prometheus_text
     from ..store import open_store
 
