@@ -313,3 +313,20 @@ def test_cli_context(store):
     assert out.exit_code == 0, out.output
     assert "# Context for: Hopper" in out.stdout and "retrieved #1" in out.stdout
     assert "expanded" in out.stdout
+
+
+def test_readme_retrieval_example_runs(tmp_path, capsys):
+    import re
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    retrieval = next(b for b in blocks if "ad.search(" in b)
+    namespace: dict[str, object] = {}
+    for code in (blocks[0], retrieval):
+        code = code.replace("/tmp/arrowdedup-readme-store", str(tmp_path / "store"))
+        exec(compile(code, "README.md", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "Post-ranking deduplication: 2 → 2 segments" in out
+    hits = namespace["hits"].results  # type: ignore[attr-defined]
+    assert hits.get_column("segment_id").to_list() == ["g#0", "g#3"]
+    assert '["b"]' in out
