@@ -330,3 +330,15 @@ def test_readme_retrieval_example_runs(tmp_path, capsys):
     hits = namespace["hits"].results  # type: ignore[attr-defined]
     assert hits.get_column("segment_id").to_list() == ["g#0", "g#3"]
     assert '["b"]' in out
+
+
+def test_store_without_embeddings_searches_by_bm25_only(embedder, tmp_path):
+    from arrowdedup import StoreError
+
+    root = tmp_path / "s"
+    write_store(ingest(corpus_frame(embedder).drop("embedding")), root)
+    res = search(root, "Hopper compilers", k=2)  # no embedder needed: no dense signal
+    assert top(res)["segment_id"] == "history-1"
+    assert res.results.get_column("rank_dense").null_count() == res.results.height
+    with pytest.raises(StoreError, match="semantic search"):
+        search(root, "Hopper", mode="semantic")
