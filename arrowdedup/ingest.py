@@ -23,7 +23,7 @@ from . import kernels, kernels_blocked, lsh
 from .config import DecayMode, DedupConfig, Mode, resolve_config
 from .hashing import xxh64
 from .salience import DefaultSalience, SalienceScorer
-from .schema import Embeddings, SegmentsInput, embeddings_from, read_segments, validate
+from .schema import Embeddings, SegmentsInput, read_segments, validate
 
 log = logging.getLogger("arrowdedup")
 
@@ -119,8 +119,7 @@ def ingest(
     with timer.stage("read"):
         frame = read_segments(segments)
     with timer.stage("validate"):
-        validate(frame, cfg.ingestion.max_segments_per_document)
-        emb = embeddings_from(frame)
+        emb = validate(frame, cfg.ingestion.max_segments_per_document)
     with timer.stage("salience"):
         if "salience" not in frame.columns:
             values = (scorer or DefaultSalience()).score(frame, emb)
@@ -332,8 +331,8 @@ def build_result(
     decisions = pl.DataFrame({
         "doc_id": frame.get_column("doc_id").cast(pl.String),
         "segment_id": seg_ids,
-        "action": pl.Series(np.asarray(kernels.ACTION_NAMES)[action], dtype=pl.String)
-        .cast(ACTION_DTYPE),
+        "action": pl.Series(action).replace_strict(
+            dict(enumerate(kernels.ACTION_NAMES)), return_dtype=ACTION_DTYPE),
         "representative_id": rep_ids,
         "similarity": pl.Series(np.where(near, sim, np.nan), dtype=pl.Float32),
     }).with_columns(pl.col("similarity").fill_nan(None))

@@ -122,8 +122,13 @@ def _refuse(column: str, problem: str, rows: np.ndarray | Sequence[int], fix: st
     return SchemaError(f"column {column!r}: {problem} (rows {first_rows(rows)}); {fix}")
 
 
-def validate(frame: pl.DataFrame, max_segments_per_document: int | None = None) -> None:
-    """Refuse a table that breaks SPEC section 1; never changes the frame."""
+def validate(
+    frame: pl.DataFrame, max_segments_per_document: int | None = None
+) -> Embeddings | None:
+    """Refuse a table that breaks SPEC section 1; never changes the frame.
+
+    Returns the embeddings (checked on the way), so callers need not read them twice.
+    """
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise SchemaError(
@@ -175,8 +180,8 @@ def validate(frame: pl.DataFrame, max_segments_per_document: int | None = None) 
             raise _refuse("salience", "values outside [0, 1] or NaN", np.flatnonzero(bad),
                           "salience must lie in [0, 1]; rescale it or drop the column to let "
                           "the default scorer compute it")
-    if "embedding" in schema:
-        embeddings_from(frame)  # raises on mixed or zero dimension, non-numeric, NaN, inf
+    # raises on mixed or zero dimension, non-numeric values, NaN, inf
+    embeddings = embeddings_from(frame) if "embedding" in schema else None
     if max_segments_per_document is not None and frame.height:
         counts = frame.group_by("doc_id").len().filter(pl.col("len") > max_segments_per_document)
         if counts.height:
@@ -187,6 +192,7 @@ def validate(frame: pl.DataFrame, max_segments_per_document: int | None = None) 
                 f"({counts.height} document(s) over the limit); raise the limit in the config "
                 "or split the document"
             )
+    return embeddings
 
 
 @numba.njit(nogil=True, cache=True, parallel=True, error_model="numpy",
