@@ -7,10 +7,11 @@ dedup, write), beside the skipped files and the embedding cache counts.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -23,6 +24,9 @@ from .ingest import IngestionResult, ingest
 from .salience import DefaultSalience, SalienceScorer
 from .schema import embeddings_from
 from .store import DEFAULT_BUCKETS, current_manifest, prepare_root, write_store
+
+if TYPE_CHECKING:
+    from .extract import ExtractResult
 
 # Suffixes that are segments tables, not documents (the table path handles them).
 TABLE_SUFFIXES = frozenset({".parquet", ".arrow", ".ipc", ".feather"})
@@ -58,41 +62,22 @@ def check_store_model(out: str | Path, model: str, dim: int) -> None:
         )
 
 
-def _extract(
+def extract_segments(
     paths: Sequence[str | Path],
     *,
-    language_from_path: str | None,
-    key_columns: Sequence[str] | None,
-    skip_bad_files: bool,
-) -> tuple[pl.DataFrame, list[dict[str, str]]]:
-    """Run the extractors; returns the segments and the skipped files (path, error)."""
-    from . import extract as extract_mod
+    language_from_path: str | None = None,
+    key_columns: Sequence[str] | None = None,
+    skip_bad_files: bool = False,
+    root: str | Path | None = None,
+) -> ExtractResult:
+    """Run the extractors (``doc_id`` relative to ``root``, default each folder argument)."""
+    from .extract import extract_documents
 
-    root = None
-    if len(paths) == 1 and Path(paths[0]).is_dir():
-        root = Path(paths[0])
-    kwargs: dict[str, Any] = {
-        "root": root,
-        "key_columns": list(key_columns) if key_columns else None,
-        "language_from_path": language_from_path,
-        "skip_bad_files": skip_bad_files,
-    }
-    report = getattr(extract_mod, "extract_report", None)
-    if report is not None:
-        frame, skipped = report([Path(p) for p in paths], **kwargs)
-    else:
-        frame = extract_mod.extract([Path(p) for p in paths], **kwargs)
-        skipped = frame.attrs.get("skipped", []) if hasattr(frame, "attrs") else []
-    return frame, [_skip_entry(s) for s in skipped]
-
-
-def _skip_entry(item: Any) -> dict[str, str]:
-    if isinstance(item, dict):
-        return {"path": str(item.get("path")), "error": str(item.get("error", ""))}
-    if isinstance(item, (tuple, list)) and len(item) == 2:
-        return {"path": str(item[0]), "error": str(item[1])}
-    path = getattr(item, "path", item)
-    return {"path": str(path), "error": str(getattr(item, "error", getattr(item, "reason", "")))}
+    return extract_documents(
+        [Path(p) for p in paths], root=root,
+        key_columns=list(key_columns) if key_columns else None,
+        language_from_path=language_from_path, skip_bad_files=skip_bad_files,
+    )
 
 
 def with_embeddings(frame: pl.DataFrame, vectors: np.ndarray) -> pl.DataFrame:
@@ -113,31 +98,35 @@ def ingest_documents(
     buckets: int = DEFAULT_BUCKETS,
     quiet: bool = False,
     scorer: SalienceScorer | None = None,
+    root: str | Path | None = None,
 ) -> tuple[IngestionResult, Path]:
     """Extract documents, embed them (through the store's cache), score salience when the input
     has none, dedup inside each document and write a new store version atomically.
 
     Returns the ingestion result and the new version directory. Refuses a store built with
-    another embedding model before embedding anything.
+    another embedding model before embedding anything. ``root``: ``doc_id`` is the path
+    relative to it (default: each folder argument, or a file argument's folder).
     """
     cfg = resolve_config(config)
     inputs = [paths] if isinstance(paths, (str, Path)) else list(paths)
     stages: dict[str, float] = {}
-    root = Path(out)
-    prepare_root(root)
+    store_root = Path(out)
+    prepare_root(store_root)
 
     start = time.perf_counter()
-    frame, skipped = _extract(inputs, language_from_path=language_from_path,
-                              key_columns=key_columns, skip_bad_files=skip_bad_files)
+    extracted = extract_segments(inputs, language_from_path=language_from_path,
+                                 key_columns=key_columns, skip_bad_files=skip_bad_files,
+                                 root=root)
+    frame = extracted.segments
     stages["extract"] = time.perf_counter() - start
 
     start = time.perf_counter()
     model = get_embedder(embedder)
-    check_store_model(root, model.name, model.dim)
+    check_store_model(store_root, model.name, model.dim)
     stages["embedder_load"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    cache = EmbeddingCache(root / "cache", model.name, model.dim)
+    cache = EmbeddingCache(store_root / "cache", model.name, model.dim)
     vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache,
                                        quiet=quiet)
     frame = with_embeddings(frame.drop("embedding", strict=False), vectors)
@@ -163,11 +152,12 @@ def ingest_documents(
 
     extra = {
         "stages": stages,
-        "skipped_files": skipped,
+        "skipped_files": [dataclasses.asdict(f) for f in extracted.skipped],
+        "extract": {k: v for k, v in extracted.manifest().items() if k != "skipped_files"},
         "embedding_cache": cache_stats.to_dict(),
         "source": "documents",
     }
-    version = write_store(result, root, buckets=buckets, inputs=[str(p) for p in inputs],
+    version = write_store(result, store_root, buckets=buckets, inputs=[str(p) for p in inputs],
                           embedding_model=model.name, extra=extra, hooks=[_time_write])
     stages["write"] = time.perf_counter() - write_start
     result.timings.update({f"stage_{k}": v for k, v in stages.items()})

