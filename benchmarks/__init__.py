@@ -1,0 +1,1 @@
+"""Benchmarks of arrowdedup: `python -m benchmarks run [--quick]` (see benchmarks/common.py)."""

@@ -1,0 +1,122 @@
+"""The benchmark harness cannot rot: ``python -m benchmarks run --quick`` end to end.
+
+Quick runs write to a temporary directory and to copies of the READMEs, never to the published
+results.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import common
+from benchmarks.__main__ import discover, main, render
+from benchmarks.corpus import make_corpus
+from tests.conftest import M2V_MODEL, PAIRS, need
+
+# This test runs the benchmarks of this issue; the retrieval, scale and analytics owners test
+# the quick versions of theirs.
+MINE = ("ingest_scale", "kernel_floor", "peers", "quality")
+HAND_WRITTEN = "## Hand-written section\n\nThis paragraph is owned by someone else.\n"
+
+
+def test_discover_finds_the_benchmarks():
+    names = discover()
+    for name in MINE:
+        assert name in names
+    assert "common" not in names and "corpus" not in names and "baseline" not in names
+
+
+def test_corpus_is_seeded_and_plants_duplicates():
+    a = make_corpus(20, 10, 32, seed=3)
+    b = make_corpus(20, 10, 32, seed=3)
+    assert a.table.equals(b.table)
+    assert a.table.num_rows == 200
+    emb = np.asarray(a.table.column("embedding").combine_chunks().flatten()).reshape(200, 32)
+    np.testing.assert_array_equal(emb, a.matrix)
+    # Half of every document are copies: cosine to some other row of the same doc >= 0.9.
+    unit = a.matrix / np.linalg.norm(a.matrix, axis=1, keepdims=True)
+    doc0 = unit[:10] @ unit[:10].T
+    np.fill_diagonal(doc0, 0)
+    assert (doc0.max(axis=1) >= 0.9).sum() >= 5
+
+
+def test_replace_block_keeps_the_rest():
+    text = "intro\n<!-- x:start -->\nold\n<!-- x:end -->\noutro\n"
+    out = common.replace_block(text, "<!-- x:start -->", "<!-- x:end -->", "new")
+    assert out == "intro\n<!-- x:start -->\nnew\n<!-- x:end -->\noutro\n"
+    appended = common.replace_block("only text\n", "<!-- y:start -->", "<!-- y:end -->", "b")
+    assert appended.startswith("only text\n") and appended.rstrip().endswith("<!-- y:end -->")
+
+
+def test_timeit_reports_best_and_value():
+    calls = []
+    t = common.timeit(lambda: calls.append(1) or len(calls), repeats=3, warmup=2)
+    assert len(calls) == 5 and t["value"] == 5
+    assert len(t["runs"]) == 3 and t["best"] <= t["median"]
+
+
+def test_quick_run_writes_results_and_readmes(tmp_path: Path):
+    need(PAIRS)
+    need(M2V_MODEL)
+    out = tmp_path / "results"
+    readme = tmp_path / "BENCH.md"
+    root_readme = tmp_path / "README.md"
+    readme.write_text("# Benchmarks\n\n" + HAND_WRITTEN)
+    root_readme.write_text("# arrowdedup\n\nIntro.\n\n<!-- perf:start -->\nstale\n"
+                           "<!-- perf:end -->\n\n## Later section\n")
+    published = sorted((common.RESULTS).glob("*.json"))
+    before = {p: p.read_bytes() for p in published}
+    only = [arg for name in MINE for arg in ("--only", name)]
+    code = main(["run", "--quick", *only, "--out", str(out), "--readme", str(readme),
+                 "--root-readme", str(root_readme)])
+    assert code == 0
+    for name in MINE:
+        result = json.loads((out / f"{name}.json").read_text())
+        assert result["quick"] is True
+        assert result["machine"]["cores"] and result["machine"]["cpu"]
+        assert result["versions"]["numpy"] and result["versions"]["polars"]
+        assert "commit" in result["git"]
+        assert result["tables"] and result["figures"]
+    scale = json.loads((out / "ingest_scale.json").read_text())["figures"]
+    assert scale["keep_sets_identical_to_baseline"] is True
+    assert 0.4 < scale["dedup_ratio"] < 0.6
+    peers = json.loads((out / "peers.json").read_text())["figures"]
+    assert peers["a"]["semhash_identical"] and peers["b"]["baseline_identical"]
+    assert (out / "kernel_floor.png").stat().st_size > 0
+    assert (out / "quality_precision_recall.png").stat().st_size > 0
+    text = readme.read_text()
+    assert HAND_WRITTEN in text
+    assert "<!-- bench:peers:start -->" in text and "SemHash" in text
+    assert "Quick run" in text
+    root = root_readme.read_text()
+    assert "stale" not in root and "## Performance" in root and "## Later section" in root
+    # The published results were not touched.
+    assert {p: p.read_bytes() for p in published} == before
+
+
+def test_render_is_idempotent(tmp_path: Path):
+    result = {
+        "name": "demo_bench", "title": "Demo", "quick": False, "date": "2026-01-01T00:00:00",
+        "duration_s": 1.0, "command": "python -m benchmarks run --only demo_bench",
+        "machine": common.machine(), "versions": {}, "git": {"commit": "abc", "dirty": False},
+        "parameters": {"n": 3}, "figures": {"x": 1.5},
+        "tables": [common.table("T", ["a", "b"], [[1, 2.5]])], "notes": ["a note"],
+    }
+    (tmp_path / "demo_bench.json").write_text(json.dumps(result))
+    readme = tmp_path / "R.md"
+    readme.write_text(HAND_WRITTEN)
+    render(tmp_path, readme, None)
+    first = readme.read_text()
+    render(tmp_path, readme, None)
+    assert readme.read_text() == first
+    assert "| 1 | 2.500 |" in first and HAND_WRITTEN in first
+
+
+@pytest.mark.parametrize("value,expected", [(None, "–"), (1234, "1,234"), (0.12345, "0.123"),
+                                            (12.34, "12.3"), (True, "yes")])
+def test_fmt(value, expected):
+    assert common.fmt(value) == expected
