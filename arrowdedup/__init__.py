@@ -4,6 +4,7 @@ Phase 1 (:func:`ingest`) removes exact and near duplicates inside each document 
 salience of what it keeps; phase 2 (retrieval) skips results that repeat a higher-ranked one.
 """
 
+from .calibrate import CalibrationResult, PairSet, calibrate, load_pairs
 from .config import (
     AnalyticsConfig,
     DecayMode,
@@ -44,6 +45,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AnalyticsConfig",
     "ArrowDedupError",
+    "CalibrationResult",
     "ConfigError",
     "Context",
     "DecayMode",
@@ -56,6 +58,7 @@ __all__ = [
     "MissingDependencyError",
     "Mode",
     "NoEmbeddingsWarning",
+    "PairSet",
     "Problem",
     "RetrievalConfig",
     "RrfConfig",
@@ -68,9 +71,11 @@ __all__ = [
     "VerifyReport",
     "__version__",
     "build_context",
+    "calibrate",
     "competition_rank",
     "dedupe_ranked",
     "ingest",
+    "load_pairs",
     "open_store",
     "rrf",
     "search",
