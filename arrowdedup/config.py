@@ -320,7 +320,7 @@ class DedupConfig:
                 path = Path(source)
                 try:
                     text = path.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as err:
+                except (OSError, UnicodeDecodeError, ValueError) as err:
                     raise ConfigError(
                         f"cannot read config file {path}: {err}; give a readable UTF-8 JSON file"
                     ) from err

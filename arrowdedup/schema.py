@@ -99,12 +99,30 @@ def read_table_file(path: Path) -> pa.Table:
 
 
 def _from_arrow(table: pa.Table, origin: str) -> pl.DataFrame:
+    _check_utf8(table, origin)
     try:
         frame = pl.from_arrow(table)
     except (pl.exceptions.PolarsError, pa.ArrowException, ValueError, TypeError) as err:
         raise SchemaError(f"cannot convert {origin} to a frame: {err}") from err
     assert isinstance(frame, pl.DataFrame)
     return frame
+
+
+def _check_utf8(table: pa.Table, origin: str) -> None:
+    """Refuse string columns holding invalid UTF-8 (Arrow does not check on read; Polars would
+    accept the bytes and fail later, far from the cause)."""
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        kind = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_string_view(kind)):
+            continue
+        try:
+            col.validate(full=True)
+        except pa.ArrowInvalid as err:
+            raise InputError(
+                f"column {name!r} of {origin} is not valid UTF-8 ({err}); decode the source "
+                "with its real encoding (or with errors='replace') and re-export the file"
+            ) from err
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +155,7 @@ def validate(
             "build the table from documents"
         )
     schema = frame.schema
-    for col in ("doc_id", "segment_id", "segment_type", "language", "content_hash"):
+    for col in ("doc_id", "segment_id", "segment_type", "language", "content_hash", "doc_type"):
         if col in schema and not isinstance(schema[col], _STRINGISH):
             raise SchemaError(
                 f"column {col!r} has type {schema[col]}, expected a string; "

@@ -114,6 +114,8 @@ BAD_TABLES: list[tuple[str, Callable[[], pl.DataFrame], type[ArrowDedupError], l
      SchemaError, ["'salience'", "NaN", "rows 0"]),
     ("salience-string", lambda: base().with_columns(pl.lit("high").alias("salience")),
      SchemaError, ["'salience'", "cast"]),
+    ("doc-type-list", lambda: base().with_columns(pl.lit(["pdf"]).alias("doc_type")),
+     SchemaError, ["'doc_type'", "expected a string"]),
 ]
 
 
@@ -243,13 +245,16 @@ def _invalid_utf8_table() -> pa.Table:
                      "position": pa.array([0, 1, 2], pa.int32())})
 
 
-@pytest.mark.xfail(strict=True, reason="schema.read_segments does not validate UTF-8: a string "
-                   "column with invalid bytes is ingested, and Polars later panics on it")
 def test_invalid_utf8_strings_refused(tmp_path: Path) -> None:
     path = tmp_path / "bad-utf8.parquet"
     pq.write_table(_invalid_utf8_table(), path)
-    with pytest.raises(ArrowDedupError, match="UTF-8"):
+    with pytest.raises(InputError) as info:
         ingest(path)
+    _check_message(info.value, ["column 'text'", str(path), "not valid UTF-8", "re-export"])
+    with pytest.raises(InputError, match="not valid UTF-8"):
+        ingest(_invalid_utf8_table())
+    cli = runner.invoke(app, ["ingest", str(path), "--out", str(tmp_path / "s")])
+    assert cli.exit_code == 1 and "UTF-8" in cli.output and "Traceback" not in cli.output
 
 
 def test_binary_text_column_in_parquet_refused(tmp_path: Path) -> None:
