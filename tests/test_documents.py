@@ -1,0 +1,179 @@
+"""Documents to store (issue 3): extract → embed (cached) → salience → dedup → store.
+
+Uses the Model2Vec model of ../shared/data (fast); the MiniLM path is covered by
+tests/test_sample.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from arrowdedup.cli import app
+from arrowdedup.documents import ingest_documents, is_documents_input
+from arrowdedup.embed import get_embedder
+from arrowdedup.errors import InputError, StoreError
+from arrowdedup.store import open_store
+from tests.conftest import M2V_MODEL, need
+
+PAGE = """---
+title: Webhooks
+lang: en
+---
+
+# Webhooks
+
+Tallybird retries a failed webhook delivery up to eight times over the next 24 hours.
+
+A failed webhook delivery is retried by Tallybird up to eight times over the next 24 hours.
+
+Questions? Write to support and we answer within one business day.
+
+Questions? Write to support and we answer within one business day.
+"""
+
+
+@pytest.fixture(scope="module")
+def m2v():
+    return get_embedder(f"model2vec:{need(M2V_MODEL)}")
+
+
+def write_docs(root: Path) -> Path:
+    (root / "de").mkdir(parents=True)
+    (root / "hooks.md").write_text(PAGE, encoding="utf-8")
+    (root / "de" / "hooks.md").write_text(
+        "---\ntitle: Webhooks\nlang: de\n---\n\nTallybird wiederholt eine fehlgeschlagene "
+        "Zustellung bis zu achtmal.\n", encoding="utf-8")
+    (root / "codes.csv").write_text("code,status\nrate_limited,429\ninternal,500\n")
+    return root
+
+
+def test_documents_to_store(tmp_path, m2v) -> None:
+    docs = write_docs(tmp_path / "docs")
+    result, version = ingest_documents(docs, tmp_path / "store", embedder=m2v, quiet=True)
+    store = open_store(tmp_path / "store")
+    assert store.version == version
+    m = store.manifest
+    assert m["embedding"] == {"model": "model2vec:m2v-minilm-l6-256", "dim": 256}
+    assert set(m["stages"]) >= {"extract", "embed", "salience", "dedup", "write"}
+    assert all(v >= 0 for v in m["stages"].values())
+    assert m["skipped_files"] == []
+    assert m["extract"]["files"] == 3
+    assert m["embedding_cache"]["embedded"] == m["embedding_cache"]["unique"]
+    actions = dict(result.decisions.get_column("action").cast(pl.String).value_counts()
+                   .iter_rows())
+    assert actions["dropped_exact"] == 1  # the repeated "Questions?" footer
+    assert result.decisions.height == result.final_count + sum(
+        v for k, v in actions.items() if k != "kept")
+    kept = store.segments().collect()
+    assert kept.schema["embedding"] == pl.Array(pl.Float32, 256)
+    assert kept.get_column("salience").is_not_null().all()
+    assert set(store.documents().collect().get_column("doc_id")) == {"hooks", "de/hooks", "codes"}
+    # The stored vectors are the embedder's, untouched.
+    direct = m2v.encode(kept.get_column("text").to_list())
+    assert np.allclose(np.stack(kept.get_column("embedding").to_numpy()), direct, atol=1e-6)
+
+
+def test_reingest_embeds_only_new_texts(tmp_path, m2v) -> None:
+    docs = write_docs(tmp_path / "docs")
+    out = tmp_path / "store"
+    ingest_documents(docs, out, embedder=m2v, quiet=True)
+    first = open_store(out).manifest["embedding_cache"]
+    (docs / "hooks.md").write_text(PAGE + "\nA brand new paragraph about signatures.\n")
+    ingest_documents(docs, out, embedder=m2v, quiet=True)
+    second = open_store(out).manifest["embedding_cache"]
+    assert second["embedded"] == 1
+    assert second["cached"] == first["unique"]
+
+
+def test_identical_runs_write_identical_files(tmp_path, m2v) -> None:
+    docs = write_docs(tmp_path / "docs")
+    ingest_documents(docs, tmp_path / "a", embedder=m2v, quiet=True, threads=1)
+    ingest_documents(docs, tmp_path / "b", embedder=m2v, quiet=True, threads=2)
+    a = open_store(tmp_path / "a").manifest["files"]
+    b = open_store(tmp_path / "b").manifest["files"]
+    assert a == b
+    assert any(k.startswith("segments/") for k in a)
+
+
+class OtherModel:
+    """Another embedder of the same dimension: its vectors must not join the store."""
+
+    name = "other-model"
+    dim = 256
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        return np.ones((len(texts), self.dim), np.float32)
+
+
+def test_other_embedding_model_is_refused_before_embedding(tmp_path, m2v) -> None:
+    docs = write_docs(tmp_path / "docs")
+    out = tmp_path / "store"
+    ingest_documents(docs, out, embedder=m2v, quiet=True)
+    before = open_store(out).version
+    other = OtherModel()
+    with pytest.raises(StoreError, match=r"embedding model 'model2vec:m2v-minilm-l6-256'.*"
+                                         r"'other-model'.*SPEC §9"):
+        ingest_documents(docs, out, embedder=other, quiet=True)
+    assert other.calls == 0
+    assert open_store(out).version == before
+
+
+def test_bad_files_stop_the_run_unless_skipped(tmp_path, m2v) -> None:
+    docs = write_docs(tmp_path / "docs")
+    (docs / "broken.md").write_bytes(b"\xff\xfe\x00bad \xc3\x28 bytes")
+    with pytest.raises(InputError, match=r"broken\.md"):
+        ingest_documents(docs, tmp_path / "s1", embedder=m2v, quiet=True)
+    ingest_documents(docs, tmp_path / "s2", embedder=m2v, quiet=True, skip_bad_files=True)
+    skipped = open_store(tmp_path / "s2").manifest["skipped_files"]
+    assert [s["path"] for s in skipped] == ["broken.md"]
+    assert skipped[0]["reason"]
+
+
+def test_user_salience_wins(tmp_path, m2v) -> None:
+    rows = [{"doc_id": "d", "segment_id": f"d#{i}", "text": t, "segment_type": "paragraph",
+             "position": i, "salience": s}
+            for i, (t, s) in enumerate([("Invoices are final.", 0.42), ("Meters count.", 0.7)])]
+    path = tmp_path / "in" / "seg.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result, _ = ingest_documents(path, tmp_path / "store", embedder=m2v, quiet=True)
+    got = dict(result.kept.select("segment_id", "salience_original").iter_rows())
+    assert got == pytest.approx({"d#0": 0.42, "d#1": 0.7})
+
+
+def test_is_documents_input(tmp_path) -> None:
+    assert is_documents_input(tmp_path)
+    assert is_documents_input(tmp_path / "a.md")
+    assert not is_documents_input(tmp_path / "a.parquet")
+    assert not is_documents_input(tmp_path / "a.arrow")
+
+
+def test_cli_ingest_documents_and_refuse_other_model(tmp_path) -> None:
+    model = need(M2V_MODEL)
+    docs = write_docs(tmp_path / "docs")
+    out = tmp_path / "store"
+    runner = CliRunner()
+    res = runner.invoke(app, ["ingest", str(docs), "--out", str(out), "--embedder",
+                              f"model2vec:{model}", "--language-from-path", "{lang}/**",
+                              "--key-columns", "code", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "Deduplication: " in res.output
+    assert open_store(out).manifest["stages"]["embed"] >= 0
+    other = tmp_path / "m2v-copy"
+    shutil.copytree(model, other)
+    res = runner.invoke(app, ["ingest", str(docs), "--out", str(out), "--embedder",
+                              f"model2vec:{other}", "--quiet"])
+    assert res.exit_code == 1
+    assert "embeddings of two models must not mix" in res.output
+    assert "Traceback" not in res.output
