@@ -242,6 +242,7 @@ def run_kernels(
     else:
         inv_norm = kernels.inverse_norms(matrix, usable)
     ing = cfg.ingestion
+    threshold = kernels.effective_threshold(ing.similarity_threshold)
     sizes = plan.sizes
     use_lsh = (sizes >= ing.lsh_min_segments) if ing.mode is Mode.LSH else np.zeros_like(
         sizes, dtype=bool)
@@ -250,13 +251,13 @@ def run_kernels(
     with numba_threads(threads), kernels_blocked.blas_threads(threads):
         kernels.greedy_numba(
             plan.order, plan.offsets, small, matrix, inv_norm, usable, plan.hash_class,
-            plan.n_classes, plan.filtered, ing.similarity_threshold, action, rep, sim,
+            plan.n_classes, plan.filtered, threshold, action, rep, sim,
         )
         sel_of_class = np.full(plan.n_classes, -1, dtype=np.int64)
         for g in np.flatnonzero(large).tolist():
             rows = plan.order[plan.offsets[g] : plan.offsets[g + 1]]
             args = (rows, matrix, inv_norm, usable, plan.hash_class, plan.filtered,
-                    ing.similarity_threshold, sel_of_class, action, rep, sim)
+                    threshold, sel_of_class, action, rep, sim)
             if use_lsh[g]:
                 buckets = lsh.candidate_buckets(rows, matrix, inv_norm, usable, texts, ing)
                 lsh.greedy_lsh_group(*args, buckets)

@@ -27,6 +27,17 @@ DROPPED_EXACT = np.int8(2)
 FILTERED = np.int8(3)
 ACTION_NAMES = ("kept", "merged_near", "dropped_exact", "filtered_low_salience")
 
+# Float32 cosines of one direction with itself land a few ULPs below 1 (0.99999994 and, for
+# long vectors summed in order, ~1e-6 below). Comparing against ``threshold - SLACK`` makes
+# threshold 1.0 merge identical directions; the slack is inside the 1e-5 band where the spec
+# lets kernels with different summation orders disagree.
+COSINE_SLACK = 4e-6
+
+
+def effective_threshold(threshold: float) -> float:
+    """The float32 comparison bound every kernel uses for ``cosine >= threshold``."""
+    return float(np.float32(threshold - COSINE_SLACK))
+
 
 @numba.njit(nogil=True, cache=True, fastmath=True)
 def _scan_group(

@@ -228,9 +228,6 @@ def test_threshold_one_never_merges_distinct_directions() -> None:
         assert actions == ["kept"] * 4, d
 
 
-@pytest.mark.xfail(strict=True, reason="float32 cosine of a vector with its own copy rounds "
-                   "below 1.0 (e.g. 0.99999994) in the ingestion kernels, so at threshold 1.0 "
-                   "about a quarter of identical directions are not merged")
 def test_threshold_one_merges_identical_directions() -> None:
     rng = np.random.default_rng(9)
     cfg = DedupConfig.from_json({"Ingestion": {"SimilarityThreshold": 1.0}})
@@ -243,8 +240,6 @@ def test_threshold_one_merges_identical_directions() -> None:
         assert actions == ["kept", "merged_near", "merged_near"], (trial, d)
 
 
-@pytest.mark.xfail(strict=True, reason="retrieval dedup (crossdoc) has the same float32 "
-                   "rounding: identical result vectors are not always duplicates at 1.0")
 def test_retrieval_threshold_one_merges_identical_directions() -> None:
     rng = np.random.default_rng(10)
     cfg = DedupConfig(retrieval=RetrievalConfig(similarity_threshold=1.0))

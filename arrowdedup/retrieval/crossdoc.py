@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from ..config import DedupConfig, resolve_config
 from ..errors import SchemaError, first_rows
+from ..kernels import effective_threshold
 
 _DEFAULT = DedupConfig()  # frozen: safe to share, and validating it per call costs ~0.1 ms
 
@@ -86,11 +87,15 @@ def greedy_ranked_numpy(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
 
 def duplicate_of(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
                  threshold: float) -> np.ndarray:
-    """Per row of a ranked list: -1 when kept, else the row index of the kept row it repeats."""
+    """Per row of a ranked list: -1 when kept, else the row index of the kept row it repeats.
+
+    ``threshold`` is the configured one; the float32 slack of ``kernels.effective_threshold``
+    is applied here, so identical directions count as duplicates at 1.0.
+    """
     return greedy_ranked(  # type: ignore[no-any-return]
         np.ascontiguousarray(unit, dtype=np.float32),
         np.ascontiguousarray(usable, dtype=np.bool_),
-        np.ascontiguousarray(lang, dtype=np.int64), float(threshold))
+        np.ascontiguousarray(lang, dtype=np.int64), effective_threshold(threshold))
 
 
 def _as_frame(results: Any) -> pl.DataFrame:
