@@ -15,11 +15,11 @@ import pytest
 from benchmarks import common
 from benchmarks.__main__ import discover, main, render
 from benchmarks.corpus import make_corpus
-from tests.conftest import M2V_MODEL, PAIRS, need
+from tests.conftest import M2V_MODEL, OTEL_CONTENT, PAIRS, need
 
 # This test runs the benchmarks of this issue; the retrieval, scale and analytics owners test
 # the quick versions of theirs.
-MINE = ("ingest_scale", "kernel_floor", "peers", "quality")
+MINE = ("ingest_scale", "kernel_floor", "peers", "quality", "real_corpus")
 HAND_WRITTEN = "## Hand-written section\n\nThis paragraph is owned by someone else.\n"
 
 
@@ -62,6 +62,7 @@ def test_timeit_reports_best_and_value():
 def test_quick_run_writes_results_and_readmes(tmp_path: Path):
     need(PAIRS)
     need(M2V_MODEL)
+    need(OTEL_CONTENT)
     out = tmp_path / "results"
     readme = tmp_path / "BENCH.md"
     root_readme = tmp_path / "README.md"
@@ -86,6 +87,8 @@ def test_quick_run_writes_results_and_readmes(tmp_path: Path):
     assert 0.4 < scale["dedup_ratio"] < 0.6
     peers = json.loads((out / "peers.json").read_text())["figures"]
     assert peers["a"]["semhash_identical"] and peers["b"]["baseline_identical"]
+    real = json.loads((out / "real_corpus.json").read_text())["figures"]["model2vec_all"]
+    assert real["cross_language_merges"] == 0 and real["cross_document_merges"] == 0
     assert (out / "kernel_floor.png").stat().st_size > 0
     assert (out / "quality_precision_recall.png").stat().st_size > 0
     text = readme.read_text()
