@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import fmt, table, timed, timeit
+from .common import fmt, table, timed
 
 TITLE = "Against peers (same embeddings, same order)"
 FULL = {"a": {"docs": 20_000, "segments": 50}, "b": {"docs": 1, "segments": 30_000},
@@ -88,18 +88,16 @@ def sample_docs(slices: list[np.ndarray], k: int, seed: int) -> list[np.ndarray]
 
 def run_case(key: str, docs: int, segments: int, p: dict[str, Any], quick: bool
              ) -> dict[str, Any]:
-    import arrowdedup
-
-    from .baseline import groupby_greedy, semhash_basic
+    from .baseline import best_ingest, groupby_greedy, semhash_basic
     from .corpus import make_corpus
     from .ingest_scale import kept_rows
 
     corpus = make_corpus(docs, segments, 384, seed=23 if key == "a" else 29)
     tbl = corpus.table
     n = tbl.num_rows
-    ours = timeit(lambda: arrowdedup.ingest(tbl), repeats=2 if quick else 3, warmup=1)
-    kernel_s = min(arrowdedup.ingest(tbl).timings["kernel"] for _ in range(2))
-    our_kept = kept_rows(ours["value"])
+    ours = best_ingest(tbl, repeats=2 if quick else 5)
+    kernel_s = ours["kernel"]
+    our_kept = kept_rows(ours["result"])
     out: dict[str, Any] = {"segments": n, "docs": docs, "kept": int(our_kept.size),
                            "arrowdedup_ingest_s": ours["best"], "arrowdedup_kernel_s": kernel_s}
     print(f"   ({key}) arrowdedup {ours['best']:.3f} s", flush=True)
