@@ -83,7 +83,10 @@ def _optional_int_at_least(lo: int) -> Check:
 
 
 def _enum(kind: type[Enum]) -> Check:
-    return lambda x: isinstance(x, kind) or x in {m.value for m in kind}  # type: ignore[attr-defined]
+    # isinstance(str) first: a JSON list or object is unhashable and must refuse, not raise.
+    return lambda x: isinstance(x, kind) or (
+        isinstance(x, str) and x in {m.value for m in kind}  # type: ignore[attr-defined]
+    )
 
 
 @dataclasses.dataclass(frozen=True)

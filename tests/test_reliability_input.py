@@ -346,6 +346,8 @@ BAD_CONFIGS = [
     ('{"Ingestion": {"MaxSegmentsPerDocument": 0}}', ["MaxSegmentsPerDocument"]),
     ('{"Ingestion": {"MaxSegmentsPerDocument": 2.5}}', ["MaxSegmentsPerDocument"]),
     ('{"Ingestion": {"Mode": "Fast"}}', ["Mode"]),
+    ('{"Ingestion": {"BoostDecayMode": []}}', ["BoostDecayMode"]),
+    ('{"Ingestion": {"LshMethod": {"a": 1}}}', ["LshMethod"]),
     ('{"Retrieval": {"MinRelevanceScore": 2}}', ["MinRelevanceScore", "[0, 1]"]),
     ('{"Analytics": {"HighIngestionDedupThreshold": -1}}', ["HighIngestionDedupThreshold"]),
     ('{"Ingestion": []}', ["Ingestion", "JSON object"]),
