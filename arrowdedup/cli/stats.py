@@ -101,7 +101,7 @@ def stats(
                 console.print(_rows_table("query", columns, rows))
             return
         metrics = corpus_metrics(con)
-        warnings = compute_warnings(con, opened.config.analytics)
+        warnings = compute_warnings(con, opened.config.analytics, metrics)
         if fmt is StatsFormat.PROMETHEUS:
             typer.echo(prometheus_text(con, metrics, warnings), nl=False)
             return

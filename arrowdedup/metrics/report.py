@@ -48,6 +48,7 @@ class ReportData:
 
 def report_data(con: duckdb.DuckDBPyConnection, analytics: AnalyticsConfig) -> ReportData:
     """Fetch everything the report needs from the views of ``con``."""
+    metrics = corpus_metrics(con)
     return ReportData(
         documents=con.sql(
             "SELECT doc_id, coalesce(doc_type, '(none)') AS doc_type, dedup_ratio, "
@@ -64,8 +65,8 @@ def report_data(con: duckdb.DuckDBPyConnection, analytics: AnalyticsConfig) -> R
             'SELECT "time", query_hash, "before", removed, '
             'CASE WHEN "before" > 0 THEN removed / "before" END AS ratio '
             'FROM retrieval_log ORDER BY "time", query_hash').pl(),
-        metrics=corpus_metrics(con),
-        warnings=compute_warnings(con, analytics),
+        metrics=metrics,
+        warnings=compute_warnings(con, analytics, metrics),
         analytics=analytics,
     )
 

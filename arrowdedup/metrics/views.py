@@ -56,10 +56,11 @@ def _literal(path: Path | str) -> str:
 
 def _retrieval_log_sql(log_dir: Path) -> str:
     # An empty typed relation UNION BY NAME the files (``allow_empty``: no file yet is no row),
-    # so the view has the log's columns before the first search and sees later searches.
+    # so the view has the log's columns before the first search and sees later searches. The
+    # writer has one fixed schema; read_parquet's own union_by_name would double the cost of
+    # reading the (one file per search) log.
     typed = ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in RETRIEVAL_LOG_COLUMNS.items())
-    files = (f"read_parquet({_literal(log_dir / '*.parquet')}, allow_empty = true, "
-             "union_by_name = true)")
+    files = f"read_parquet({_literal(log_dir / '*.parquet')}, allow_empty = true)"
     cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in RETRIEVAL_LOG_COLUMNS.items())
     return (f"SELECT {cols} FROM (SELECT {typed} WHERE false "
             f"UNION ALL BY NAME SELECT * FROM {files})")

@@ -57,11 +57,16 @@ def _documents_where(
 
 
 def compute_warnings(
-    con: duckdb.DuckDBPyConnection, analytics: AnalyticsConfig
+    con: duckdb.DuckDBPyConnection,
+    analytics: AnalyticsConfig,
+    metrics: dict[str, float | None] | None = None,
 ) -> list[MetricWarning]:
-    """The warnings that fire on the views of ``con`` (see the module docstring)."""
+    """The warnings that fire on the views of ``con`` (see the module docstring).
+
+    ``metrics``: the :func:`corpus_metrics` of ``con`` when the caller has them already (the
+    retrieval log is one file per search, so re-reading it is the expensive part)."""
     out: list[MetricWarning] = []
-    metrics = corpus_metrics(con)
+    metrics = corpus_metrics(con) if metrics is None else metrics
 
     high = analytics.high_ingestion_dedup_threshold
     worst, docs = _documents_where(con, "dedup_ratio", ">", high)
