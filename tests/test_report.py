@@ -116,3 +116,10 @@ def test_report_refuses_an_unwritable_path(tmp_path: Path) -> None:
     out = runner.invoke(app, ["report", str(tmp_path / "s"), "--out",
                               str(tmp_path / "missing" / "r.html")])
     assert out.exit_code == 1 and out.output.startswith("error: cannot write the report")
+
+
+def test_report_bytes_are_deterministic(report: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again.html"
+    out = runner.invoke(app, ["report", str(report.parent / "store"), "--out", str(again)])
+    assert out.exit_code == 0, out.output
+    assert again.read_bytes() == report.read_bytes()
