@@ -215,7 +215,7 @@ def run(quick: bool) -> dict[str, Any]:
     ]
     dedupe_rows = [
         ["dedupe_ranked(100 results), whole call", dedupe["ms_per_call_median"], "≤ 0.2 ms"],
-        ["its kernel only (Gram product + Numba greedy)", dedupe["kernel_ms_per_call_median"],
+        ["its kernel only (single-threaded Numba greedy)", dedupe["kernel_ms_per_call_median"],
          "–"],
     ]
     notes = [

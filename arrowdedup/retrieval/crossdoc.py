@@ -132,7 +132,11 @@ def unit_matrix(frame: pl.DataFrame, column: str = "embedding") -> tuple[np.ndar
             f"column {column!r} has type {dtype}, expected a list or fixed-size list of floats; "
             "give each result its embedding as pl.Array(pl.Float32, d) (null when unknown)"
         )
-    arr = _single_chunk(frame.get_column(column).to_arrow())
+    series = frame.get_column(column)
+    if isinstance(dtype, pl.Array) and series.null_count() == 0 and dtype.inner == pl.Float32:
+        # The common case (a float32 fixed-size list without nulls) is a free 2-D view.
+        return _normalise(np.asarray(series.to_numpy()), np.ones(n, dtype=bool), column)
+    arr = _single_chunk(series.to_arrow())
     present = np.ones(n, dtype=bool) if arr.null_count == 0 else \
         np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     if isinstance(dtype, pl.Array):
@@ -161,17 +165,26 @@ def unit_matrix(frame: pl.DataFrame, column: str = "embedding") -> tuple[np.ndar
         return np.zeros((n, 0), np.float32), np.zeros(n, dtype=bool)
     if not present.all():
         matrix = np.where(present[:, None], matrix, np.float32(0.0))
-    finite = np.isfinite(matrix).all(axis=1)
+    return _normalise(matrix, present, column)
+
+
+def _normalise(matrix: np.ndarray, present: np.ndarray,
+               column: str) -> tuple[np.ndarray, np.ndarray]:
+    """Unit rows and the usable mask; NaN / inf anywhere in a row makes its norm non-finite."""
+    n = matrix.shape[0]
+    if matrix.shape[1] == 0:
+        return np.zeros((n, 0), np.float32), np.zeros(n, dtype=bool)
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
+    finite = np.isfinite(norms)
     if not finite.all():
         raise SchemaError(
             f"column {column!r}: NaN or infinite values at rows "
             f"{first_rows(np.flatnonzero(~finite))}; "
             "embeddings must be finite: re-embed those results or set them to null"
         )
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
     usable = present & (norms > 0)
     inv = np.zeros(n, dtype=np.float32)
-    np.divide(1.0, norms, out=inv, where=usable)
+    np.divide(1.0, norms, out=inv, where=usable, casting="unsafe")
     return np.ascontiguousarray(matrix * inv[:, None], dtype=np.float32), usable
 
 
