@@ -33,6 +33,7 @@ TITLE = "Retrieval: cross-doc dedup and search latency (1M segments)"
 FULL = {"docs": 20_000, "segments": 50, "dim": 384, "queries": 200, "k": 10}
 QUICK = {"docs": 400, "segments": 50, "dim": 64, "queries": 40, "k": 10}
 TARGETS = {"dedupe_ms_per_call": 0.2, "search_p50_over_floor": 1.5}
+DEDUPE_CALLS = {"quick": 500, "full": 2000}  # calls per timing round
 MODEL = "bench:precomputed"
 
 
@@ -136,7 +137,7 @@ def run(quick: bool) -> dict[str, Any]:
 
     params = dict(QUICK if quick else FULL, seed=7)
     load_before = os.getloadavg()
-    dedupe = bench_dedupe(params["dim"], 500 if quick else 2000)
+    dedupe = bench_dedupe(params["dim"], DEDUPE_CALLS["quick" if quick else "full"])
 
     root = Path(os.environ.get("ARROWDEDUP_RETRIEVAL_BENCH_STORE",
                                Path(tempfile.gettempdir()) /
