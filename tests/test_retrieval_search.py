@@ -342,3 +342,16 @@ def test_store_without_embeddings_searches_by_bm25_only(embedder, tmp_path):
     assert res.results.get_column("rank_dense").null_count() == res.results.height
     with pytest.raises(StoreError, match="semantic search"):
         search(root, "Hopper", mode="semantic")
+
+
+@pytest.mark.slow
+def test_minilm_store_embeds_text_queries_with_its_recorded_model(tmp_path):
+    from arrowdedup.embed import MINILM_NAME, MiniLMEmbedder
+
+    minilm = MiniLMEmbedder()
+    root = tmp_path / "s"
+    write_store(ingest(corpus_frame(minilm)), root, embedding_model=MINILM_NAME)
+    res = search(root, "How much should a young dog eat?", k=3)  # no embedder=: the manifest's
+    assert top(res)["segment_id"] == "pets-2"
+    res = search(root, "Hopper", k=3, mode="keyword")
+    assert top(res)["segment_id"] == "history-1"
