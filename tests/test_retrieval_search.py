@@ -63,7 +63,7 @@ def corpus_frame(embedder, corpus=CORPUS, created=None) -> pl.DataFrame:
                          "segment_type": "paragraph", "position": i, "section": "Main",
                          "salience": 0.5,
                          "created_at": (created or {}).get(doc, dt.datetime(2024, 1, 1 + d)),
-                         "neighbours_before": ids[:i], "neighbours_after": ids[i + 1:]})
+                         "neighbours_before": ids[:i][::-1], "neighbours_after": ids[i + 1:]})
     frame = pl.DataFrame(rows).with_columns(pl.col("position").cast(pl.Int32),
                                             pl.col("salience").cast(pl.Float32))
     vectors = embedder.encode(frame.get_column("text").to_list())
@@ -277,6 +277,12 @@ def test_context_expands_neighbours_and_renders_markdown(store, embedder):
     assert md.index("history-0") < md.index("history-1") < md.index("history-2")  # doc order
     assert "retrieved #1" in md and md.count("expanded") == 2 and "## history" in md
     assert build_context(store, "Hopper", k=1, expand=0, embedder=embedder).segments.height == 1
+
+
+def test_context_takes_the_nearest_neighbours_first(store, embedder):
+    # history-2's neighbours before are [history-1, history-0], nearest first
+    ctx = build_context(store, "pyramids Giza Egyptians", k=1, expand=1, embedder=embedder)
+    assert ctx.segments.get_column("segment_id").to_list() == ["history-2", "history-1"]
 
 
 def test_context_dedupes_expansions_against_the_context(store, embedder):

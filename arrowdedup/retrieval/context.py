@@ -2,8 +2,8 @@
 its section, dedupe again, render Markdown grouped by document.
 
 Neighbours come from the ``neighbours_before`` / ``neighbours_after`` list columns (segment ids
-of the same section, in document order, as the extractor writes them); only segments kept in
-the store can be added; a table without those columns simply has no expansion. Up to
+of the same section, nearest first on both sides, as the extractor writes them); only segments
+kept in the store can be added; a table without those columns simply has no expansion. Up to
 ``expand`` neighbours per result are taken nearest first, alternating before / after. The
 retrieved results and then the expansions are deduplicated in that order with the retrieval
 threshold, so an expansion that repeats anything already in the context is left out.
@@ -41,7 +41,7 @@ class Context:
 
 
 def _nearest(before: list[Any] | None, after: list[Any] | None, limit: int) -> list[str]:
-    b = [str(x) for x in (before or [])][::-1]  # nearest first
+    b = [str(x) for x in (before or [])]  # the extractor lists both sides nearest first
     a = [str(x) for x in (after or [])]
     out: list[str] = []
     i = 0
