@@ -343,3 +343,15 @@ def test_real_full_disk(inputs: tuple[Path, Path], big_input: Path, tmp_path: Pa
         assert not (root / LOCK).exists()
         cli = runner.invoke(app, ["ingest", str(big_input), "--out", str(root), "-q"])
         assert cli.exit_code == 1 and "free some disk space" in cli.output
+
+
+def test_store_whose_texts_have_no_tokens(tmp_path: Path) -> None:
+    # Found by these tests: an empty BM25 vocabulary crashed write_store inside bm25s.
+    from arrowdedup.retrieval.search import search
+
+    frame = segments_frame(["a", "!!", "…", "a"], doc_id=["x", "x", "y", "y"])
+    root = tmp_path / "s"
+    write_store(ingest(frame), root)
+    assert verify_store(root).ok
+    with pytest.raises(StoreError, match="neither embeddings nor a BM25 index"):
+        search(root, "a", mode="keyword")

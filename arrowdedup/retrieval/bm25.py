@@ -74,6 +74,10 @@ def build_bm25_index(version_dir: Path, kept: pl.DataFrame) -> None:
         return
     bm25s = _bm25s()
     corpus_ids, vocab = token_ids(kept.get_column("text"))
+    if not vocab:
+        # No text has a single indexable token (bm25s fails on an empty vocabulary): the
+        # store simply has no BM25 index, as a store without text would not.
+        return
     model = bm25s.BM25()
     model.index((corpus_ids, vocab), show_progress=False)
     model.save(str(Path(version_dir) / BM25_DIR), show_progress=False)
