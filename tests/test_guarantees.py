@@ -303,6 +303,7 @@ def test_stores_byte_identical_and_bucket_independent(frame: pl.DataFrame, cfg: 
     assert dec_a.equals(dec_c), "decisions do not depend on the bucket count"
 
 
+@pytest.mark.slow
 def test_store_identical_across_processes(tmp_path: Path) -> None:
     """A separate interpreter (other hash seed, fresh JIT cache load) writes the same bytes."""
     rng = np.random.default_rng(5)

@@ -155,6 +155,10 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
         if point == "switched":
             assert after[0] != before[point][0]
             _same_data_as(root, new)
+            # Determinism across processes: the killed CLI run wrote the bytes this one does.
+            reference = tmp_path / "reference"
+            ingest_tables_to_store([new], reference)
+            assert _snapshot(reference)[1] == after[1]
         else:
             assert after == before[point], f"killed at {point}: the old version changed"
             _same_data_as(root, old)
