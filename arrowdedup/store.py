@@ -113,8 +113,22 @@ def store_lock(root: Path) -> Iterator[None]:
                 os.replace(path, stale)
                 stale.unlink(missing_ok=True)
             continue
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"{os.getpid()}\n")
+        except OSError as err:
+            # Read-only, unwritable or full location: a clean refusal, not an OSError.
+            raise StoreError(
+                f"cannot create the lock file {path} ({err.strerror or err}); the store "
+                "location must be writable: check its permissions, free space and mount"
+            ) from err
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"{os.getpid()}\n")
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise StoreError(
+                f"cannot write the lock file {path} ({err.strerror or err}); free some disk "
+                "space or choose a writable location"
+            ) from err
         break
     else:
         raise StoreError(f"could not take the lock {path}; remove it if no run is writing")
