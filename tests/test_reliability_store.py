@@ -359,3 +359,22 @@ def test_store_whose_texts_have_no_tokens(tmp_path: Path) -> None:
     assert verify_store(root).ok
     with pytest.raises(StoreError, match="neither embeddings nor a BM25 index"):
         search(root, "a", mode="keyword")
+
+
+def test_read_only_location(inputs: tuple[Path, Path], tmp_path: Path) -> None:
+    """A real read-only file system (a tmpfs remounted ro): new store and existing store."""
+    with _tiny_disk(tmp_path / "ro", "2m") as disk:
+        root = disk / "store"
+        ingest_tables_to_store([inputs[0]], root)
+        before = _snapshot(root)
+        remount = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True,
+                                 text=True)
+        if remount.returncode != 0:
+            pytest.skip(f"cannot remount read-only: {remount.stderr.strip()}")
+        for target in (root, disk / "new-store"):
+            with pytest.raises(StoreError) as info:
+                ingest_tables_to_store([inputs[1]], target)
+            assert "Read-only file system" in str(info.value), str(info.value)
+            cli = runner.invoke(app, ["ingest", str(inputs[1]), "--out", str(target), "-q"])
+            assert cli.exit_code == 1 and "Traceback" not in cli.output
+        assert _snapshot(root) == before
