@@ -99,6 +99,16 @@ class CalibrationResult:
         agg = frame.group_by("g").agg(pl.col("fp").sum()).sort("g")
         return {str(g): int(c) for g, c in agg.iter_rows()}
 
+    def best_precision(self) -> dict[str, float] | None:
+        """The highest precision on the grid and the lowest threshold reaching it (for when no
+        threshold meets the target)."""
+        rows = self.table.filter(pl.col("precision").is_not_null())
+        if rows.height == 0:
+            return None
+        top = rows.sort(["precision", "threshold"], descending=[True, False]).row(0, named=True)
+        return {"threshold": top["threshold"], "precision": top["precision"],
+                "recall": top["recall"]}
+
     def false_merge_ids(self, threshold: float, limit: int = 50) -> list[str]:
         """Ids (with the group, e.g. ``pt:train-12``) of negatives merged at ``threshold``,
         highest cosine first, so a reader can look them up in the pair file."""
@@ -126,6 +136,7 @@ class CalibrationResult:
             "sampled_from": self.pairs.sampled_from,
             "target_precision": self.target_precision,
             "recommended_threshold": self.recommended_threshold,
+            "best_precision": self.best_precision(),
             "default_threshold": self.default_threshold,
             "at_default": at_default,
             "false_merges_by_group_at_default": self.false_merges_by_group(

@@ -118,6 +118,8 @@ def test_calibrate_with_model2vec(graded: Path):
     info = result.to_dict()
     assert info["positives"] == 2 and info["negatives"] == 3
     assert info["at_default"]["fp"] == 0 and info["recommended_threshold"] == pytest.approx(0.80)
+    assert info["best_precision"]["precision"] == 1.0
+    assert info["best_precision"]["threshold"] == pytest.approx(0.80)
 
 
 def test_cli_calibrate_table_and_json(graded: Path, crosslingual: Path):

@@ -81,6 +81,11 @@ def calibrate(
     console.print(
         f"recommended threshold for precision >= {target_precision}: "
         + (f"{rec:.2f}" if rec is not None else "none in 0.80–0.98"), markup=False)
+    best = info["best_precision"]
+    if rec is None and best is not None and pair_set.positives:
+        console.print(
+            f"highest precision on the grid: {best['precision']:.3f} at {best['threshold']:.2f}"
+            f" (recall {_fmt(best['recall'])})", markup=False)
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
