@@ -26,6 +26,7 @@ from .errors import (
     StoreError,
 )
 from .ingest import IngestionResult, ingest
+from .pipeline import ingest_tables_to_store
 from .retrieval import (
     Context,
     NoEmbeddingsWarning,
@@ -37,7 +38,7 @@ from .retrieval import (
     rrf,
     search,
 )
-from .store import Store, open_store, write_store
+from .store import Store, StoreWriter, bucket_of, open_store, write_store
 from .verify import Problem, VerifyReport, verify_store
 
 __version__ = "0.1.0"
@@ -68,13 +69,16 @@ __all__ = [
     "SignalWeights",
     "Store",
     "StoreError",
+    "StoreWriter",
     "VerifyReport",
     "__version__",
+    "bucket_of",
     "build_context",
     "calibrate",
     "competition_rank",
     "dedupe_ranked",
     "ingest",
+    "ingest_tables_to_store",
     "load_pairs",
     "open_store",
     "rrf",

@@ -30,8 +30,8 @@ import numpy as np
 
 from .kernels import DROPPED_EXACT, FILTERED, KEPT, MERGED_NEAR
 
-BLOCK = 512
-CHUNK = 8192
+BLOCK = 1024
+CHUNK = 4096
 # Far above the float32 rounding error of a d ≤ 4096 dot product of unit vectors (~1e-5 worst
 # case), so the screen never hides a pair that the exact dot would accept.
 SCREEN_MARGIN = 1e-3
@@ -45,7 +45,7 @@ def _dot(a: np.ndarray, b: np.ndarray) -> np.float32:
     return acc
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True)
 def _first_hits(
     screen: np.ndarray,
     pending: np.ndarray,
@@ -58,11 +58,12 @@ def _first_hits(
     hit_sim: np.ndarray,
 ) -> None:
     """For each pending candidate, the first selected vector in ``[c0, c0 + chunk)`` whose exact
-    cosine reaches the threshold (rows are independent, so this runs in parallel)."""
+    cosine reaches the threshold. Serial: it is a small share of the work, and a parallel
+    region per chunk costs more than it saves on a busy machine."""
     thr = np.float32(threshold)
     lo = np.float32(low)
     width = screen.shape[1]
-    for a in numba.prange(pending.shape[0]):
+    for a in range(pending.shape[0]):
         p = pending[a]
         for j in range(width):
             if screen[a, j] >= lo:
@@ -172,6 +173,9 @@ def greedy_blocked_group(
     selected = np.empty((max(capacity, 1), d), dtype=np.float32)
     sel_rows = np.empty(max(capacity, 1), dtype=np.int64)
     nsel = 0
+    # One screen buffer for the whole group: a fresh GEMM output per chunk would cost more
+    # in page faults than the product itself.
+    screen_buf = np.empty(block * min(chunk, max(capacity, 1)), dtype=np.float32)
     for b0 in range(0, m, block):
         brows = rows[b0 : b0 + block]
         # Candidates worth screening: comparable and not already an exact duplicate.
@@ -190,7 +194,8 @@ def greedy_blocked_group(
                 break
             c1 = min(nsel, c0 + chunk)
             left = cand if pending.shape[0] == cand.shape[0] else cand[pending]
-            screen = left @ selected[c0:c1].T
+            screen = screen_buf[: left.shape[0] * (c1 - c0)].reshape(left.shape[0], c1 - c0)
+            np.matmul(left, selected[c0:c1].T, out=screen)
             _first_hits(screen, pending, cand, selected, c0, threshold, low, first_hit, hit_sim)
             pending = pending[first_hit[pending] < 0]
         gram = cand @ cand.T

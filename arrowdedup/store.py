@@ -24,6 +24,7 @@ a bucket, so identical runs write identical bytes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import errno
 import hashlib
@@ -41,7 +42,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from .errors import StoreError
+from .errors import SchemaError, StoreError
 from .hashing import xxh64
 from .ingest import IngestionResult
 from .schema import embeddings_from
@@ -216,59 +217,41 @@ def write_store(
 
     ``hooks`` are callables ``hook(version_dir, kept_table)`` run before the manifest is written
     (for indexes built at ingest time); :func:`default_hooks` (the BM25 index) run first unless
-    ``indexes=False``. Returns the new version directory.
+    ``indexes=False``. Returns the new version directory. A whole result is split into its
+    buckets and written through :class:`StoreWriter`, the bucket-at-a-time writer.
     """
-    if indexes:
-        hooks = (*default_hooks(), *hooks)
     if buckets < 1:
         raise StoreError(f"buckets must be >= 1, got {buckets}")
-    root = Path(root)
-    prepare_root(root)
-    with store_lock(root):
-        _pause_point("locked")
-        previous = current_manifest(root)
-        if previous is not None:
-            _check_compatible(previous, result, embedding_model, root)
-        run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-        tmp = root / VERSIONS / f".tmp-{run_id}"
-        final = root / VERSIONS / run_id
-        try:
-            tmp.mkdir()
-            manifest = _write_version(result, tmp, buckets, hooks)
-            _pause_point("files-written")
-            manifest.update({
-                "format_version": FORMAT_VERSION,
-                "run_id": run_id,
-                "created_at": dt.datetime.now(dt.UTC).isoformat(),
-                "config": result.config.to_dict(),
-                "embedding": {"dim": result.embedding_dim, "model": embedding_model},
-                "timings": result.timings,
-                "inputs": list(inputs),
-                **dict(extra or {}),
-            })
-            mpath = tmp / "manifest.json"
-            mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
-            _fsync_file(mpath)
-            _fsync_dir(tmp)
-            _pause_point("manifest-written")
-            os.rename(tmp, final)
-            _pause_point("renamed")
-            _switch_current(root, final)
-            _pause_point("switched")
-        except OSError as err:
-            shutil.rmtree(tmp, ignore_errors=True)
-            hint = "free some disk space" if err.errno == errno.ENOSPC else \
-                "check the permissions and free space of the store location"
-            raise StoreError(f"writing the store {root} failed ({err.strerror or err}); the "
-                             f"previous version is intact; {hint}") from err
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        _collect_garbage(root, final)
-    return final
+    kept, decisions = result.kept, result.decisions
+    kept_bucket = bucket_of(kept.get_column("doc_id").cast(pl.String).to_arrow(), buckets)
+    dec_bucket = bucket_of(decisions.get_column("doc_id").cast(pl.String).to_arrow(), buckets)
+    kept_order = np.argsort(kept_bucket, kind="stable")
+    dec_order = np.argsort(dec_bucket, kind="stable")
+    kept_bounds = np.searchsorted(kept_bucket[kept_order], np.arange(buckets + 1))
+    dec_bounds = np.searchsorted(dec_bucket[dec_order], np.arange(buckets + 1))
+    writer = StoreWriter(root, buckets=buckets, config=result.config, inputs=inputs,
+                         embedding_model=embedding_model, extra=extra, hooks=hooks,
+                         indexes=indexes)
+    with writer:
+        store_order: list[np.ndarray] = []
+        for b in range(buckets):
+            k_rows = kept_order[kept_bounds[b]:kept_bounds[b + 1]]
+            d_rows = dec_order[dec_bounds[b]:dec_bounds[b + 1]]
+            if k_rows.size == 0 and d_rows.size == 0 and not (b == 0 and kept.height == 0):
+                continue
+            writer.add(encode_bucket(b, kept[k_rows], decisions[d_rows], None,
+                                     result.embedding_dim))
+            store_order.append(k_rows)
+        order = np.concatenate(store_order) if store_order else np.empty(0, np.int64)
+        return writer.commit(
+            documents=result.documents, timings=result.timings,
+            hook_frame=kept[order] if kept.height else kept,
+            counts={"documents": result.documents.height,
+                    "segments_in": result.original_count, "segments_kept": result.final_count},
+        )
 
 
-def _check_compatible(previous: Mapping[str, Any], result: IngestionResult,
+def _check_compatible(previous: Mapping[str, Any], dim: int | None,
                       model: str | None, root: Path) -> None:
     fmt = previous.get("format_version")
     if fmt != FORMAT_VERSION:
@@ -284,9 +267,9 @@ def _check_compatible(previous: Mapping[str, Any], result: IngestionResult,
             f"{model!r}; embeddings of two models must not mix (SPEC §9): re-ingest everything "
             "into a new store, or use the same embedder"
         )
-    if old_dim and result.embedding_dim and old_dim != result.embedding_dim:
+    if old_dim and dim and old_dim != dim:
         raise StoreError(
-            f"store {root} holds {old_dim}-d embeddings, this run has {result.embedding_dim}-d; "
+            f"store {root} holds {old_dim}-d embeddings, this run has {dim}-d; "
             "write to a new store, or use the store's embedder"
         )
 
@@ -312,70 +295,329 @@ def _collect_garbage(root: Path, keep: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write_version(result: IngestionResult, out: Path, buckets: int,
-                   hooks: Sequence[Any]) -> dict[str, Any]:
-    files: dict[str, dict[str, Any]] = {}
-    kept = result.kept
-    decisions = result.decisions
-    kept_bucket = bucket_of(kept.get_column("doc_id").cast(pl.String).to_arrow(), buckets)
-    dec_bucket = bucket_of(decisions.get_column("doc_id").to_arrow(), buckets)
+@dataclasses.dataclass
+class BucketOutput:
+    """One bucket, encoded and ready to write: what a worker (thread or Ray task) returns."""
+
+    bucket: int
+    files: list[tuple[str, bytes, int]]  # (path in the version, file bytes, rows)
+    vectors: np.ndarray | None  # unit float32 vectors of the kept rows, bucket order
+    has_embedding: bool
+    embedding_dim: int | None
+    documents: pa.Table | None
+    counts: dict[str, int]
+    segment_id_hashes: np.ndarray  # XXH64 of every input segment_id (global uniqueness)
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", row_group_size=128 * 1024,
+                   write_statistics=True, store_schema=True)
+    return sink.getvalue().to_pybytes()
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def unit_vectors(kept: pl.DataFrame) -> tuple[np.ndarray | None, int | None]:
+    """Unit float32 vectors of ``kept`` rows (zero rows where unusable), and the dimension."""
+    if "embedding" not in kept.columns:
+        return None, None
+    emb = embeddings_from(kept.select("embedding"))
+    if emb is None or emb.dim == 0:
+        return np.zeros((kept.height, 0), dtype=np.float32), None
+    unit = np.array(emb.matrix, dtype=np.float32, copy=True)
+    norms = np.linalg.norm(unit, axis=1, keepdims=True)
+    np.divide(unit, norms, out=unit, where=norms > 0)
+    unit[~np.isfinite(unit).all(axis=1)] = 0.0
+    return unit, emb.dim
+
+
+def encode_bucket(
+    bucket: int,
+    kept: pl.DataFrame,
+    decisions: pl.DataFrame,
+    documents: pl.DataFrame | None,
+    embedding_dim: int | None,
+) -> BucketOutput:
+    """Serialise one bucket's kept rows and decisions (rows in input order inside the bucket);
+    pure: equal inputs give equal bytes, in any process."""
+    name = f"part-{bucket:05d}"
     has_embedding = "embedding" in kept.columns
-    seg_frame = kept.drop("embedding") if has_embedding else kept
-    seg_table = seg_frame.to_arrow()
-    dec_table = decisions.to_arrow()
-    emb_table = kept.select("embedding").to_arrow() if has_embedding else None
-    for sub in ("segments", "decisions") + (("embeddings",) if has_embedding else ()):
-        (out / sub).mkdir()
+    seg = kept.drop("embedding") if has_embedding else kept
+    files = [(f"segments/{name}.parquet", _parquet_bytes(seg.to_arrow()), kept.height),
+             (f"decisions/{name}.parquet", _parquet_bytes(decisions.to_arrow()),
+              decisions.height)]
+    if has_embedding:
+        files.append((f"embeddings/{name}.arrow", _ipc_bytes(kept.select("embedding").to_arrow()),
+                      kept.height))
+    vectors, dim = unit_vectors(kept) if has_embedding else (None, None)
+    counts = {str(a): int(c) for a, c in
+              decisions.get_column("action").value_counts().iter_rows()}
+    return BucketOutput(
+        bucket=bucket, files=files, vectors=vectors, has_embedding=has_embedding,
+        embedding_dim=dim or embedding_dim,
+        documents=documents.to_arrow() if documents is not None else None, counts=counts,
+        segment_id_hashes=xxh64(decisions.get_column("segment_id").cast(pl.String).to_arrow()),
+    )
 
-    kept_order = np.argsort(kept_bucket, kind="stable")
-    dec_order = np.argsort(dec_bucket, kind="stable")
-    kept_bounds = np.searchsorted(kept_bucket[kept_order], np.arange(buckets + 1))
-    dec_bounds = np.searchsorted(dec_bucket[dec_order], np.arange(buckets + 1))
-    store_order: list[np.ndarray] = []
-    for b in range(buckets):
-        k_rows = kept_order[kept_bounds[b]:kept_bounds[b + 1]]
-        d_rows = dec_order[dec_bounds[b]:dec_bounds[b + 1]]
-        if k_rows.size == 0 and d_rows.size == 0 and not (b == 0 and kept.height == 0):
-            continue
-        name = f"part-{b:05d}"
-        take_k = pa.array(k_rows, type=pa.int64())
-        parts = [("segments", f"{name}.parquet", seg_table.take(take_k), _write_parquet),
-                 ("decisions", f"{name}.parquet", dec_table.take(pa.array(d_rows, pa.int64())),
-                  _write_parquet)]
-        if emb_table is not None:
-            parts.append(("embeddings", f"{name}.arrow", emb_table.take(take_k), _write_ipc))
-        for sub, fname, table, writer in parts:
-            path = out / sub / fname
-            writer(table, path)
-            _fsync_file(path)
-            files[f"{sub}/{fname}"] = {"rows": table.num_rows, "sha256": _sha256(path)}
-        store_order.append(k_rows)
-    order = np.concatenate(store_order) if store_order else np.empty(0, np.int64)
 
-    _write_parquet(result.documents.to_arrow(), out / "documents.parquet")
-    files["documents.parquet"] = {"rows": result.documents.height,
-                                  "sha256": _sha256(out / "documents.parquet")}
-    emb = embeddings_from(kept.select("embedding")) if has_embedding else None
-    if emb is not None and emb.dim > 0:
-        unit = emb.matrix[order].astype(np.float32, copy=True)
-        norms = np.linalg.norm(unit, axis=1, keepdims=True)
-        np.divide(unit, norms, out=unit, where=norms > 0)
-        np.save(out / "vectors.npy", unit, allow_pickle=False)
-        _fsync_file(out / "vectors.npy")
-        files["vectors.npy"] = {"rows": int(unit.shape[0]), "sha256": _sha256(out / "vectors.npy")}
-    if hooks:
-        kept_in_store_order = kept[order] if kept.height else kept
-        for hook in hooks:
-            hook(out, kept_in_store_order)
+VECTOR_HEADER = 128  # bytes reserved for the .npy header, written once the row count is known
 
-    counts = {
-        "documents": result.documents.height,
-        "segments_in": result.original_count,
-        "segments_kept": result.final_count,
-    }
-    counts.update({str(a): int(c) for a, c in
-                   decisions.get_column("action").value_counts().iter_rows()})
-    return {"buckets": buckets, "files": files, "counts": counts}
+
+class StoreWriter:
+    """Write one new store version bucket by bucket, then switch to it atomically.
+
+    Use as a context manager: ``__enter__`` takes the lock and creates the temporary version
+    directory; :meth:`add` writes one encoded bucket (increasing bucket order) and appends its
+    unit vectors to ``vectors.npy`` in place; :meth:`commit` writes ``documents.parquet``, runs
+    the hooks, fsyncs, writes the manifest last, renames the version into place and replaces
+    ``current``. Leaving the block without a commit (or with an error) removes the temporary
+    directory and leaves the previous version intact. Checksums are computed from the bytes in
+    memory as they are written (``vectors.npy`` is hashed in a thread while the hooks run).
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        buckets: int,
+        config: Any,
+        inputs: Sequence[str] = (),
+        embedding_model: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        hooks: Sequence[Any] = (),
+        indexes: bool = True,
+    ) -> None:
+        if buckets < 1:
+            raise StoreError(f"buckets must be >= 1, got {buckets}")
+        self.root = Path(root)
+        self.buckets = buckets
+        self.config = config
+        self.inputs = list(inputs)
+        self.embedding_model = embedding_model
+        self.extra = dict(extra or {})
+        self.hooks = (*default_hooks(), *hooks) if indexes else tuple(hooks)
+        self.files: dict[str, dict[str, Any]] = {}
+        self.counts: dict[str, int] = {}
+        self.documents: list[pa.Table] = []
+        self.written: list[Path] = []
+        self.dim: int | None = None
+        self.vector_rows = 0
+        self._pending_zero_rows = 0
+        self._vec: Any = None
+        self._vec_hash: hashlib._Hash | None = None
+        self._last_bucket = -1
+        self._id_hashes: list[np.ndarray] = []
+        self._stack = contextlib.ExitStack()
+        self.tmp: Path | None = None
+        self.final: Path | None = None
+        self.run_id = ""
+
+    def __enter__(self) -> StoreWriter:
+        prepare_root(self.root)
+        self._stack.enter_context(store_lock(self.root))
+        try:
+            _pause_point("locked")
+            self.previous = current_manifest(self.root)
+            if self.previous is not None:
+                _check_compatible(self.previous, None, self.embedding_model, self.root)
+            self.run_id = (dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-"
+                           + uuid.uuid4().hex[:8])
+            self.tmp = self.root / VERSIONS / f".tmp-{self.run_id}"
+            self.final = self.root / VERSIONS / self.run_id
+            self.tmp.mkdir()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
+        try:
+            if self._vec is not None:
+                self._vec.close()
+                self._vec = None
+            if self.tmp is not None and self.tmp.exists():
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        finally:
+            self._stack.close()
+        if isinstance(err, OSError):
+            hint = "free some disk space" if err.errno == errno.ENOSPC else \
+                "check the permissions and free space of the store location"
+            raise StoreError(f"writing the store {self.root} failed ({err.strerror or err}); "
+                             f"the previous version is intact; {hint}") from err
+
+    def _write(self, rel: str, data: bytes, rows: int) -> None:
+        assert self.tmp is not None
+        path = self.tmp / rel
+        path.parent.mkdir(exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(data)
+        self.written.append(path)
+        self.files[rel] = {"rows": rows, "sha256": hashlib.sha256(data).hexdigest()}
+
+    def _append_vectors(self, vectors: np.ndarray, dim: int | None) -> None:
+        assert self.tmp is not None
+        if dim is None or vectors.shape[1] == 0:
+            if self.dim is None:
+                self._pending_zero_rows += vectors.shape[0]
+                return
+            vectors = np.zeros((vectors.shape[0], self.dim), dtype=np.float32)
+        if self.dim is None:
+            self.dim = int(vectors.shape[1])
+        elif vectors.shape[1] != self.dim:
+            raise StoreError(f"bucket embeddings are {vectors.shape[1]}-d, earlier buckets "
+                             f"{self.dim}-d; every segment of one store needs one dimension")
+        if self._vec is None:
+            self._vec = open(self.tmp / "vectors.npy", "wb")
+            self._vec.write(b"\0" * VECTOR_HEADER)
+        if self._pending_zero_rows:
+            self._vec.write(bytes(self._pending_zero_rows * self.dim * 4))
+            self.vector_rows += self._pending_zero_rows
+            self._pending_zero_rows = 0
+        self._vec.write(np.ascontiguousarray(vectors, dtype="<f4").data)
+        self.vector_rows += int(vectors.shape[0])
+
+    def add(self, out: BucketOutput) -> None:
+        """Write one encoded bucket (buckets in increasing order, each at most once)."""
+        if out.bucket <= self._last_bucket:
+            raise StoreError(f"bucket {out.bucket} written out of order (after "
+                             f"{self._last_bucket})")
+        self._last_bucket = out.bucket
+        for rel, data, rows in out.files:
+            self._write(rel, data, rows)
+        if out.vectors is not None:
+            self._append_vectors(out.vectors, out.embedding_dim)
+        if out.documents is not None:
+            self.documents.append(out.documents)
+        for key, value in out.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + value
+        self._id_hashes.append(out.segment_id_hashes)
+
+    def _finish_vectors(self) -> Path | None:
+        assert self.tmp is not None
+        if self._vec is None:
+            return None
+        header = _npy_header((self.vector_rows, int(self.dim or 0)))
+        if len(header) != VECTOR_HEADER:  # a shape too long for the reserved bytes
+            self._vec.close()
+            self._vec = None
+            raw = np.fromfile(self.tmp / "vectors.npy", dtype="<f4", offset=VECTOR_HEADER)
+            np.save(self.tmp / "vectors.npy", raw.reshape(self.vector_rows, -1))
+        else:
+            self._vec.seek(0)
+            self._vec.write(header)
+            self._vec.close()
+            self._vec = None
+        path = self.tmp / "vectors.npy"
+        self.written.append(path)
+        return path
+
+    def commit(
+        self,
+        *,
+        documents: pl.DataFrame | None = None,
+        timings: Mapping[str, float] | None = None,
+        hook_frame: pl.DataFrame | None = None,
+        counts: Mapping[str, int] | None = None,
+    ) -> Path:
+        """Finish the version and switch ``current`` to it; returns the version directory.
+
+        ``documents`` (default: the buckets' document tables, in bucket order) and
+        ``hook_frame`` (default: the written kept segments read back, without embeddings) can
+        be given by a caller that holds them whole.
+        """
+        assert self.tmp is not None and self.final is not None
+        from concurrent.futures import ThreadPoolExecutor
+
+        _check_unique_ids(self._id_hashes, self.tmp)
+        if self._last_bucket < 0:  # an empty input still gets an (empty) bucket 0
+            raise StoreError("no bucket was written; nothing to commit")
+        if self.previous is not None:
+            _check_compatible(self.previous, self.dim, self.embedding_model, self.root)
+        doc_table = documents.to_arrow() if documents is not None else (
+            pa.concat_tables(self.documents) if self.documents else None)
+        if doc_table is not None:
+            self._write("documents.parquet", _parquet_bytes(doc_table), doc_table.num_rows)
+        vec_path = self._finish_vectors()
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            vec_hash = pool.submit(_sha256, vec_path) if vec_path is not None else None
+            if self.hooks:
+                frame = hook_frame if hook_frame is not None else self._kept_frame()
+                for hook in self.hooks:
+                    hook(self.tmp, frame)
+            written = [*self.written, *(p for p in self.tmp.rglob("*") if p.is_file()
+                                       and p not in set(self.written))]
+            list(pool.map(_fsync_file, written))
+            if vec_path is not None and vec_hash is not None:
+                self.files["vectors.npy"] = {"rows": self.vector_rows,
+                                             "sha256": vec_hash.result()}
+        manifest_counts = dict(counts) if counts is not None else {
+            "documents": doc_table.num_rows if doc_table is not None else 0,
+            "segments_in": int(sum(h.shape[0] for h in self._id_hashes)),
+            "segments_kept": self.counts.get("kept", 0),
+        }
+        manifest_counts.update(self.counts)
+        manifest = {
+            "buckets": self.buckets, "files": dict(sorted(self.files.items())),
+            "counts": manifest_counts,
+            "format_version": FORMAT_VERSION,
+            "run_id": self.run_id,
+            "created_at": dt.datetime.now(dt.UTC).isoformat(),
+            "config": self.config.to_dict(),
+            "embedding": {"dim": self.dim, "model": self.embedding_model},
+            "timings": dict(timings or {}),
+            "inputs": self.inputs,
+            **self.extra,
+        }
+        _pause_point("files-written")
+        for sub in {p.parent for p in self.written}:
+            _fsync_dir(sub)
+        mpath = self.tmp / "manifest.json"
+        mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+        _fsync_file(mpath)
+        _fsync_dir(self.tmp)
+        _pause_point("manifest-written")
+        os.rename(self.tmp, self.final)
+        self.tmp = None
+        _pause_point("renamed")
+        _switch_current(self.root, self.final)
+        _pause_point("switched")
+        _collect_garbage(self.root, self.final)
+        return self.final
+
+    def _kept_frame(self) -> pl.DataFrame:
+        assert self.tmp is not None
+        parts = sorted((self.tmp / "segments").glob("part-*.parquet"))
+        return pl.read_parquet(parts) if parts else pl.DataFrame()
+
+
+def _npy_header(shape: tuple[int, int]) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    return buf.getvalue()
+
+
+def _check_unique_ids(hashes: list[np.ndarray], tmp: Path) -> None:
+    """segment_id must be unique across the whole input, not only inside one bucket."""
+    if not hashes:
+        return
+    allh = np.sort(np.concatenate(hashes))
+    if allh.shape[0] < 2 or not (allh[1:] == allh[:-1]).any():
+        return
+    ids = pl.read_parquet(sorted((tmp / "decisions").glob("part-*.parquet")),
+                          columns=["segment_id"]).get_column("segment_id")
+    dup = ids.filter(ids.is_duplicated()).unique().sort().head(5).to_list()
+    if dup:
+        raise SchemaError(f"column 'segment_id' has duplicate values across documents "
+                          f"(first: {dup}); make segment_id unique in the whole input")
 
 
 # ----------------------------------------------------------------------------- reading

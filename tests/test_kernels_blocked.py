@@ -7,13 +7,12 @@ import dataclasses
 import numpy as np
 import polars as pl
 import pytest
+from conftest import segments_frame
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from arrowdedup import DedupConfig, ingest, kernels
 from arrowdedup.kernels_blocked import blas_threads, greedy_blocked_group
-
-from conftest import segments_frame
 
 THR = 0.9
 

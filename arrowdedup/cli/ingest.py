@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -31,11 +31,22 @@ def ingest(
         help="Documents only: CSV/TSV key columns, comma-separated (a,b).")] = None,
     skip_bad_files: Annotated[bool, typer.Option(
         help="Documents only: skip unreadable files (listed in the manifest).")] = False,
+    mode: Annotated[str | None, typer.Option(
+        help="Dedup mode: 'exact' or 'lsh' (groups of Ingestion.LshMinSegments or more; "
+             "default: the config's Ingestion.Mode).")] = None,
+    engine: Annotated[str, typer.Option(
+        help="Tables only: 'local' (threads) or 'ray' (one Ray task per bucket; extra "
+             "[ray]).")] = "local",
+    ray_address: Annotated[str | None, typer.Option(
+        help="With --engine ray: address of an existing Ray cluster (e.g. 'auto' or "
+             "'ray://head:10001'); default: start a local one.")] = None,
 ) -> None:
     """Deduplicate segments inside each document and write a store atomically."""
     from ..pipeline import ingest_tables_to_store
 
     cfg = load_config(config)
+    if mode is not None:
+        cfg = _with_mode(cfg, mode)
     from ..documents import ingest_documents, is_documents_input
 
     if any(is_documents_input(p) for p in inputs):
@@ -47,7 +58,8 @@ def ingest(
         )
     else:
         result, version = ingest_tables_to_store(inputs, out, cfg, threads=threads,
-                                                 buckets=buckets)
+                                                 buckets=buckets, engine=engine,
+                                                 ray_address=ray_address)
     if not quiet:
         console.print(documents_table(result.documents))
     console.print(result.summary(), markup=False)
@@ -56,3 +68,16 @@ def ingest(
         console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()),
                       markup=False)
     console.print(f"store: {out} (version {version.name})", markup=False)
+
+
+def _with_mode(cfg: Any, mode: str) -> Any:
+    import dataclasses
+
+    from ..config import Mode
+    from ..errors import ConfigError
+
+    modes = {"exact": Mode.EXACT, "lsh": Mode.LSH}
+    if mode.lower() not in modes:
+        raise ConfigError(f"--mode must be 'exact' or 'lsh', got {mode!r}")
+    return dataclasses.replace(cfg, ingestion=dataclasses.replace(
+        cfg.ingestion, mode=modes[mode.lower()]))

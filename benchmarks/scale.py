@@ -1,0 +1,392 @@
+"""Scale (issue 5): exact vs LSH on one large document, the real corpus, local vs Ray engines.
+
+Parts (``python -m benchmarks.scale [--quick] [--parts exact,lsh,real,engines]``, under
+``flock /tmp/arrowdedup-heavy.lock``; results merge into ``benchmarks/results/scale.json``):
+
+- ``exact`` / ``lsh``: one document of n = 1k … 200k segments (384-d, seeded, planted near
+  duplicates, :func:`benchmarks.corpus.make_corpus`): time and peak memory of the kernel stage
+  (``ingest.run_kernels``, the dispatcher ``ingest()`` uses), the ratio to the BLAS floor (one
+  ``X @ X.T`` while it fits in 4 GB, beyond that the same product row block by row block; for
+  n > 50k the floor is timed on ``FLOOR_SAMPLE`` evenly spaced row blocks and scaled by the
+  block count, every block being the same GEMM shape), and the recall of LSH (share of
+  exact-mode ``merged_near`` segments that LSH mode also removes).
+- ``real``: the opentelemetry.io corpus of ``../shared/data`` extracted, embedded with the
+  Model2Vec model, concatenated into large documents; exact vs both LSH methods.
+- ``engines``: ``ingest_tables_to_store`` with ``engine="local"`` and ``engine="ray"`` on 1M
+  segments in 20k documents (wall time, Ray start-up included); the two stores must hold
+  byte-identical data files.
+
+Peak memory is the largest resident set size seen by a 2 ms sampler during the measured call,
+minus the resident size just before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .common import RESULTS, SHARED_DATA, git_commit, machine, now, table, versions
+
+TITLE = "Scale: large documents (exact, LSH), real corpus, engines"
+SIZES = (1_000, 10_000, 50_000, 100_000, 200_000)
+QUICK_SIZES = (1_000, 5_000)
+FULL_PRODUCT_BYTES = 4 << 30
+FLOOR_BLOCK = 4096
+FLOOR_SAMPLE = 6
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * PAGE
+
+
+def measured(fn: Callable[[], Any]) -> tuple[float, int, Any]:
+    """(seconds, peak RSS above the start in bytes, value) of one call."""
+    base = rss()
+    peak = [base]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss())
+            time.sleep(0.002)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    start = time.perf_counter()
+    try:
+        value = fn()
+    finally:
+        elapsed = time.perf_counter() - start
+        stop.set()
+        t.join()
+    peak[0] = max(peak[0], rss())
+    return elapsed, peak[0] - base, value
+
+
+def blas_floor(unit: np.ndarray) -> tuple[float, str]:
+    """Seconds of the all-pairs product: one ``X @ X.T`` while its output fits in 4 GB, else
+    row blocks of 4096 into one preallocated output (no page faults counted)."""
+    n = unit.shape[0]
+    if n * n * 4 <= FULL_PRODUCT_BYTES:
+        best = min(measured(lambda: unit @ unit.T)[0] for _ in range(2 if n <= 20_000 else 1))
+        return best, "X @ X.T"
+    starts = list(range(0, n, FLOOR_BLOCK))
+    picked = starts if n <= 50_000 else \
+        [starts[i] for i in np.linspace(0, len(starts) - 2, FLOOR_SAMPLE).astype(int)]
+    buf = np.empty((FLOOR_BLOCK, n), dtype=np.float32)
+    np.matmul(unit[:FLOOR_BLOCK], unit.T, out=buf)  # touch the buffer once
+    total = 0.0
+    for s in picked:
+        block = unit[s : s + FLOOR_BLOCK]
+        t0 = time.perf_counter()
+        np.matmul(block, unit.T, out=buf[: block.shape[0]])
+        total += time.perf_counter() - t0
+    how = "row blocks of 4096" if len(picked) == len(starts) else \
+        f"{len(picked)} of {len(starts)} row blocks of 4096, scaled"
+    return total * len(starts) / len(picked), how
+
+
+def part_floor(rows: list[dict[str, Any]]) -> None:
+    """Re-time the floor of earlier sweep rows (same seeded corpus) in place."""
+    from .corpus import make_corpus
+
+    for row in rows:
+        if row.get("label") != "synthetic":
+            continue
+        corpus = make_corpus(1, row["n"], 384, near_fraction=0.5, seed=7)
+        unit = (corpus.matrix / np.linalg.norm(corpus.matrix, axis=1, keepdims=True)
+                ).astype(np.float32)
+        floor, how = blas_floor(unit)
+        row.update(floor_s=floor, floor_how=how, exact_over_floor=row["exact_s"] / floor)
+        print(f"   floor n={row['n']}: {floor:.2f} s ({how})", flush=True)
+
+
+def config(mode: str, method: str | None = None) -> Any:
+    from arrowdedup.config import DedupConfig, LshMethod, Mode
+
+    base = DedupConfig()
+    ing = dataclasses.replace(base.ingestion, mode=Mode.EXACT if mode == "exact" else Mode.LSH,
+                              lsh_min_segments=1)
+    if method:
+        ing = dataclasses.replace(ing, lsh_method=LshMethod(method))
+    return dataclasses.replace(base, ingestion=ing)
+
+
+def prepared(frame: Any) -> tuple[Any, Any, Any]:
+    """Plan, embeddings and texts of a segments frame, as ``ingest()`` builds them."""
+    from arrowdedup.config import DedupConfig
+    from arrowdedup.ingest import content_hash_codes, make_plan
+    from arrowdedup.schema import embeddings_from
+
+    emb = embeddings_from(frame)
+    salience = frame.get_column("salience").cast(float).to_numpy() \
+        if "salience" in frame.columns else np.ones(frame.height)
+    plan = make_plan(frame, salience, content_hash_codes(frame), DedupConfig())
+    return plan, emb, frame.get_column("text").to_arrow()
+
+
+def compare(frame: Any, label: str, sizes_note: str, repeats: int) -> dict[str, Any]:
+    """Exact vs both LSH methods on one prepared frame."""
+    from arrowdedup.ingest import run_kernels
+
+    plan, emb, texts = prepared(frame)
+    row: dict[str, Any] = {"label": label, "n": frame.height, "groups": int(plan.sizes.shape[0]),
+                           "largest_group": int(plan.sizes.max()), "note": sizes_note,
+                           "input_mb": emb.matrix.nbytes / 2**20}
+    exact_action = None
+    for name, cfg in (("exact", config("exact")), ("hyperplane", config("lsh", "Hyperplane")),
+                      ("minhash", config("lsh", "MinHash"))):
+        runs = [measured(lambda cfg=cfg: run_kernels(plan, emb, cfg, None, texts=texts))
+                for _ in range(repeats)]
+        secs = min(r[0] for r in runs)
+        peak = max(r[1] for r in runs)
+        action = runs[-1][2][0]
+        row[f"{name}_s"] = secs
+        row[f"{name}_peak_mb"] = peak / 2**20
+        if name == "exact":
+            exact_action = action
+            row["exact_merged_near"] = int((action == 1).sum())
+        else:
+            was = exact_action == 1
+            row[f"{name}_recall"] = float(((action != 0) & was).sum() / max(1, was.sum()))
+            row[f"{name}_speedup"] = row["exact_s"] / secs
+        print(f"   {label} n={frame.height} {name}: {secs:.2f} s, peak +{peak / 2**20:.0f} MB",
+              flush=True)
+    return row
+
+
+def part_sweep(quick: bool) -> list[dict[str, Any]]:
+    import polars as pl
+
+    from .corpus import make_corpus
+
+    out = []
+    for n in QUICK_SIZES if quick else SIZES:
+        corpus = make_corpus(1, n, 384, near_fraction=0.5, seed=7)
+        frame = pl.from_arrow(corpus.table)
+        assert isinstance(frame, pl.DataFrame)
+        row = compare(frame, "synthetic", "one document, 50 % planted copies", 3 if n <= 10_000
+                      else 1)
+        unit = corpus.matrix / np.linalg.norm(corpus.matrix, axis=1, keepdims=True)
+        floor, how = blas_floor(unit.astype(np.float32))
+        row.update(floor_s=floor, floor_how=how, exact_over_floor=row["exact_s"] / floor)
+        print(f"   floor n={n}: {floor:.2f} s ({how})", flush=True)
+        out.append(row)
+        del corpus, frame, unit
+    return out
+
+
+def part_real(quick: bool) -> list[dict[str, Any]]:
+    import polars as pl
+
+    from arrowdedup.embed import Model2VecEmbedder
+    from arrowdedup.extract.core import extract_documents
+
+    content = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
+    model = SHARED_DATA / "models" / "m2v-minilm-l6-256"
+    if not content.exists() or not model.exists():
+        return []
+    frame = extract_documents(content).segments
+    if quick:
+        frame = frame.head(20_000)
+    emb = Model2VecEmbedder(model)
+    vectors = emb.encode(frame.get_column("text").to_list())
+    frame = frame.with_columns(pl.Series("embedding", vectors).cast(pl.Array(pl.Float32,
+                                                                             emb.dim)))
+    frame = frame.drop([c for c in ("salience", "language") if c in frame.columns])
+    out = []
+    for per_doc in (50_000,) if quick else (50_000, 200_000):
+        # Concatenate consecutive segments into documents of ``per_doc`` rows, one type each.
+        big = frame.with_columns(
+            (pl.lit("big-") + (pl.int_range(pl.len()) // per_doc).cast(pl.String)).alias("doc_id"),
+            pl.lit("paragraph").alias("segment_type"),
+            pl.int_range(pl.len()).cast(pl.Int32).alias("position"),
+            pl.lit(1.0, dtype=pl.Float32).alias("salience"),
+        )
+        out.append(compare(big, "opentelemetry.io", f"documents of {per_doc} segments",
+                           1))
+    return out
+
+
+def part_engines(quick: bool) -> dict[str, Any]:
+    import tempfile
+
+    import pyarrow.feather as feather
+
+    from arrowdedup.pipeline import ingest_tables_to_store
+
+    from .corpus import make_corpus
+
+    docs = 400 if quick else 20_000
+    corpus = make_corpus(docs, 50, 384, near_fraction=0.5, seed=11)
+    out: dict[str, Any] = {"docs": docs, "segments": corpus.n}
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
+        src = Path(tmp) / "in.arrow"
+        feather.write_feather(corpus.table, src, compression="uncompressed")
+        del corpus
+        stores = {}
+        for engine in ("local", "ray"):
+            store = Path(tmp) / engine
+            secs, peak, _ = measured(lambda e=engine, s=store: ingest_tables_to_store(
+                [src], s, None, buckets=16, engine=e))
+            out[f"{engine}_s"] = secs
+            out[f"{engine}_peak_mb"] = peak / 2**20
+            stores[engine] = store
+            print(f"   engine {engine}: {secs:.2f} s", flush=True)
+        out["identical"] = same_data_files(stores["local"], stores["ray"])
+    return out
+
+
+def same_data_files(a: Path, b: Path) -> bool:
+    def files(root: Path) -> dict[str, bytes]:
+        version = (root / "current").resolve()
+        return {str(p.relative_to(version)): p.read_bytes() for p in sorted(version.rglob("*"))
+                if p.is_file() and p.name != "manifest.json"}
+
+    fa, fb = files(a), files(b)
+    return bool(fa) and fa == fb
+
+
+def run(quick: bool, parts: tuple[str, ...] = ("exact", "real", "engines")) -> dict[str, Any]:
+    body: dict[str, Any] = {"parameters": {"sizes": list(QUICK_SIZES if quick else SIZES),
+                                           "dim": 384, "threshold": 0.9},
+                            "figures": {}, "tables": [], "notes": []}
+    if "exact" in parts or "lsh" in parts:
+        body["figures"]["sweep"] = part_sweep(quick)
+    if "real" in parts:
+        body["figures"]["real"] = part_real(quick)
+    if "engines" in parts:
+        body["figures"]["engines"] = part_engines(quick)
+    return body
+
+
+def tables(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    rows = figures.get("sweep") or []
+    if rows:
+        out.append(table(
+            "Exact vs LSH on one document (384-d, 50 % planted copies; kernel stage)",
+            ["n", "exact s", "BLAS floor s", "exact / floor", "exact peak MB", "input MB",
+             "Hyperplane s", "speed-up", "recall", "peak MB", "MinHash s", "recall ",
+             "peak MB "],
+            [[r["n"], r["exact_s"], r["floor_s"], r["exact_over_floor"], r["exact_peak_mb"],
+              r["input_mb"], r["hyperplane_s"], r["hyperplane_speedup"], r["hyperplane_recall"],
+              r["hyperplane_peak_mb"], r["minhash_s"], r["minhash_recall"],
+              r["minhash_peak_mb"]] for r in rows],
+            "Floor: " + "; ".join(f"{r['n']:,}: {r['floor_how']}" for r in rows)))
+    rows = figures.get("real") or []
+    if rows:
+        out.append(table(
+            "opentelemetry.io corpus (Model2Vec 256-d) concatenated into large documents",
+            ["segments", "documents", "exact s", "Hyperplane s", "recall", "MinHash s",
+             "recall ", "exact merges"],
+            [[r["n"], r["note"], r["exact_s"], r["hyperplane_s"], r["hyperplane_recall"],
+              r["minhash_s"], r["minhash_recall"], r["exact_merged_near"]] for r in rows]))
+    eng = figures.get("engines")
+    if eng:
+        out.append(table(
+            f"Engines: {eng['segments']:,} segments in {eng['docs']:,} documents, Parquet/IPC "
+            "to store (wall, Ray start-up included)",
+            ["local s", "ray s", "identical data files"],
+            [[eng["local_s"], eng["ray_s"], eng["identical"]]]))
+    return out
+
+
+def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = (result.get("figures") or {}).get("sweep") or []
+    if not rows:
+        return []
+    n = [r["n"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for key, label in (("exact_s", "exact (blocked)"), ("floor_s", "BLAS floor X·Xᵀ"),
+                       ("hyperplane_s", "LSH Hyperplane"), ("minhash_s", "LSH MinHash")):
+        ax.plot(n, [r[key] for r in rows], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("segments in the document")
+    ax.set_ylabel("seconds")
+    ax.set_title("One large document, 384-d, 2 cores")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    path = out_dir / "scale.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path]
+
+
+def headline(result: dict[str, Any]) -> list[str]:
+    figures = result.get("figures") or {}
+    lines = []
+    rows = {r["n"]: r for r in figures.get("sweep") or []}
+    if 200_000 in rows:
+        r = rows[200_000]
+        lines.append(f"200k-segment document: exact {r['exact_s']:.1f} s "
+                     f"({r['exact_over_floor']:.2f}× the BLAS floor), Hyperplane LSH "
+                     f"{r['hyperplane_s']:.1f} s (recall {r['hyperplane_recall']:.3f})")
+    eng = figures.get("engines")
+    if eng:
+        lines.append(f"1M segments to a store: local {eng['local_s']:.1f} s, Ray "
+                     f"{eng['ray_s']:.1f} s (identical: {eng['identical']})")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--parts", default="exact,real,engines")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    parts = tuple(p.strip() for p in args.parts.split(","))
+    out_dir = args.out or (RESULTS / "quick" if args.quick else RESULTS)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "scale.json"
+    start = time.perf_counter()
+    # One part at a time, the JSON rewritten after each, so a late failure loses nothing.
+    for part in parts:
+        previous = json.loads(path.read_text()) if path.exists() else {}
+        figures = dict(previous.get("figures") or {})
+        if part == "floor":
+            if figures.get("sweep"):
+                part_floor(figures["sweep"])
+        else:
+            figures.update(run(args.quick, (part,))["figures"])
+        commands = dict(previous.get("commands") or {})
+        commands[part] = ("flock /tmp/arrowdedup-heavy.lock .venv/bin/python -m benchmarks.scale"
+                          + (" --quick" if args.quick else "") + f" --parts {part}")
+        result = {
+            "name": "scale", "title": TITLE, "quick": args.quick, "date": now(),
+            "duration_s": round(time.perf_counter() - start, 2),
+            "command": "flock /tmp/arrowdedup-heavy.lock .venv/bin/python -m benchmarks.scale"
+                       + (" --quick" if args.quick else "") + f" --parts {args.parts}",
+            "commands": commands,
+            "machine": machine(), "versions": versions(), "git": git_commit(),
+            "parameters": {"sizes": list(QUICK_SIZES if args.quick else SIZES), "dim": 384,
+                           "threshold": 0.9},
+            "figures": figures, "tables": tables(figures),
+            "notes": ["Single runs on a shared 2-core machine (best of 3 for n ≤ 10k); other "
+                      "engineers' processes ran at the same time, so absolute times are noisy."],
+        }
+        path.write_text(json.dumps(result, indent=2, default=float) + "\n")
+        plot(result, out_dir)
+        print(f"wrote {path} ({part})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
