@@ -16,6 +16,9 @@ from .config import (
     RrfConfig,
     SignalWeights,
 )
+from .documents import ingest_documents
+from .embed import Embedder, MiniLMEmbedder, Model2VecEmbedder, get_embedder
+from .embed_cache import EmbeddingCache, embed_texts
 from .errors import (
     ArrowDedupError,
     ConfigError,
@@ -51,13 +54,17 @@ __all__ = [
     "Context",
     "DecayMode",
     "DedupConfig",
+    "Embedder",
     "EmbedderError",
+    "EmbeddingCache",
     "IngestionConfig",
     "IngestionResult",
     "InputError",
     "LshMethod",
+    "MiniLMEmbedder",
     "MissingDependencyError",
     "Mode",
+    "Model2VecEmbedder",
     "NoEmbeddingsWarning",
     "PairSet",
     "Problem",
@@ -77,7 +84,10 @@ __all__ = [
     "calibrate",
     "competition_rank",
     "dedupe_ranked",
+    "embed_texts",
+    "get_embedder",
     "ingest",
+    "ingest_documents",
     "ingest_tables_to_store",
     "load_pairs",
     "open_store",
