@@ -380,3 +380,57 @@ def test_unreadable_config_file(tmp_path: Path) -> None:
     latin.write_bytes(b'{"Ingestion": {"Mode": "\xe9"}}')
     with pytest.raises(ConfigError, match="UTF-8"):
         DedupConfig.from_json(latin)
+
+
+# ----------------------------------------------------------------------------- documents
+
+
+def _m2v() -> str:
+    from conftest import M2V_MODEL, need
+
+    return f"model2vec:{need(M2V_MODEL)}"
+
+
+@pytest.mark.parametrize(("name", "content", "needle"), [
+    ("broken.md", "---\ntitle: [unclosed\n---\n# Body\n\nText.\n", "broken YAML front matter"),
+    ("unclosed.md", "---\ntitle: x\n\n# Body\n", "never closed"),
+    ("ragged.csv", "id,text\n1,ok\n2,fine,extra\n", "ragged.csv"),
+    ("latin1.txt", "caf\xe9 cr\xe8me".encode("latin-1"), "latin1.txt"),
+])
+def test_cli_documents_refused(name: str, content: str | bytes, needle: str,
+                               tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    path = docs / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    (docs / "good.md").write_text("# Fine\n\nA perfectly good paragraph.\n")
+    out = tmp_path / "store"
+    cli = runner.invoke(app, ["ingest", str(docs), "--out", str(out), "-q",
+                              "--embedder", _m2v()])
+    if name == "latin1.txt" and cli.exit_code == 0:
+        pytest.fail("a non-UTF-8 text file was accepted silently")
+    assert cli.exit_code == 1, cli.output
+    assert cli.output.startswith("error: ") and "Traceback" not in cli.output
+    assert needle in cli.output and "skip-bad-files" in cli.output
+    assert not (out / "current").exists()
+    skipped = runner.invoke(app, ["ingest", str(docs), "--out", str(out), "-q",
+                                  "--embedder", _m2v(), "--skip-bad-files"])
+    assert skipped.exit_code == 0, skipped.output
+    assert verify_store(out).ok
+
+
+def test_cli_documents_into_a_store_of_another_model(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Title\n\nSome paragraph about tracing.\n")
+    out = tmp_path / "store"
+    from arrowdedup import write_store
+
+    write_store(ingest(base()), out, embedding_model="some-other-model")
+    cli = runner.invoke(app, ["ingest", str(docs), "--out", str(out), "-q",
+                              "--embedder", _m2v()])
+    assert cli.exit_code == 1, cli.output
+    assert "'some-other-model'" in cli.output and "must not mix" in cli.output
