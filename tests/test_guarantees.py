@@ -385,3 +385,66 @@ def test_retrieval_order_preserved(results: pl.DataFrame, thr: float) -> None:
         for j in kept_rows[a_i + 1:]:
             if usable[i] and usable[j] and lang[i] == lang[j]:
                 assert float(unit[i] @ unit[j]) < thr + TOL
+
+
+@pytest.fixture(scope="module")
+def search_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from conftest import M2V_MODEL, need
+
+    from arrowdedup.embed import get_embedder
+
+    embedder = get_embedder(f"model2vec:{need(M2V_MODEL)}")
+    rng = np.random.default_rng(33)
+    n = 240
+    words = ["span", "trace", "metric", "log", "exporter", "sampler", "agent", "collector"]
+    # Few distinct sentences, so that many results are cross-document near copies.
+    sentences = [" ".join(rng.choice(words, 4)) for _ in range(40)]
+    texts = [sentences[int(i)] + ("" if rng.random() < 0.5 else f" note {i % 3}")
+             for i in rng.integers(0, 40, n)]
+    frame = pl.DataFrame({
+        "doc_id": [f"d{i % 24}" for i in range(n)],
+        "segment_id": [f"s{i:03d}" for i in range(n)],
+        "text": texts,
+        "segment_type": ["paragraph"] * n,
+        "position": pl.Series([i // 24 for i in range(n)], dtype=pl.Int32),
+        "language": [["en", "de"][i % 2] for i in range(n)],
+    }).with_columns(pl.Series("embedding", embedder.encode(texts)))
+    root = tmp_path_factory.mktemp("search") / "store"
+    write_store(ingest(frame), root, embedding_model=embedder.name)
+    return root
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 30),
+       mode=st.sampled_from(["semantic", "keyword", "hybrid"]),
+       thr=st.sampled_from([0.8, 0.9, 0.99]))
+def test_search_results_keep_rank_order_and_have_no_duplicates(
+    search_store: Path, seed: int, k: int, mode: str, thr: float
+) -> None:
+    from conftest import M2V_MODEL
+
+    from arrowdedup.retrieval.search import search
+
+    rng = np.random.default_rng(seed)
+    query = " ".join(rng.choice(["span", "trace", "metric", "log", "agent"], 2))
+    cfg = DedupConfig(retrieval=RetrievalConfig(similarity_threshold=thr,
+                                                min_relevance_score=0.0))
+    result = search(search_store, query, k=k, mode=mode, config=cfg,
+                    embedder=f"model2vec:{M2V_MODEL}")
+    res = result.results
+    assert res.height <= k and result.removed == result.before - result.after >= 0
+    rrf = res.get_column("rrf").to_list()
+    ids = res.get_column("segment_id").to_list()
+    pairs = list(zip(rrf, ids, strict=True))
+    assert pairs == sorted(pairs, key=lambda t: (-t[0], t[1])), "rank order, ties by id"
+    store = open_store(search_store)
+    frame = store.segments().collect()
+    index = {s: i for i, s in enumerate(frame.get_column("segment_id").to_list())}
+    unit, usable = _matrix(frame)
+    lang = frame.get_column("language").to_list()
+    rows = [index[s] for s in ids]
+    for a, i in enumerate(rows):
+        for j in rows[a + 1:]:
+            if lang[i] == lang[j] and usable[i] and usable[j]:
+                assert float(unit[i] @ unit[j]) < thr + TOL, "a cross-doc duplicate survived"
