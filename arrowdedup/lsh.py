@@ -18,8 +18,8 @@ merge and LSH equals exact mode when the buckets hold all pairs. Nothing here de
 ``PYTHONHASHSEED``: keys are integers, datasketch hashes with SHA-1, and all orders are sorted.
 
 Memory for a group of ``m`` rows: the selected unit vectors (≤ one copy of its embeddings),
-``2 × m × bands`` int64 bucket slots, and a projection buffer of ``PROJECT_CHUNK × bands × bits``
-floats.
+``m × bands`` uint64 keys and ``2 × m × bands`` int64 bucket slots (Hyperplane: 64 bands are
+1.5 KB per row), and a projection buffer of ``PROJECT_CHUNK × bands × bits`` floats.
 """
 
 from __future__ import annotations
@@ -101,14 +101,25 @@ def all_pairs_buckets(valid: np.ndarray) -> Buckets:
 
 def hyperplane_keys(unit: np.ndarray, bands: int, bits: int, seed: int) -> np.ndarray:
     """SimHash band keys (m, bands) uint64 of unit vectors, planes seeded by ``seed``."""
-    m, d = unit.shape
+    m = unit.shape[0]
+    return _hyperplane_keys(unit, np.arange(m, dtype=np.int64), np.ones(m, np.float32),
+                            bands, bits, seed)
+
+
+def _hyperplane_keys(matrix: np.ndarray, rows: np.ndarray, inv_norm: np.ndarray, bands: int,
+                     bits: int, seed: int) -> np.ndarray:
+    """Band keys of ``matrix[rows]`` scaled to unit length, one chunk of rows at a time (no
+    copy of the group's vectors)."""
+    m, d = rows.shape[0], matrix.shape[1]
     rng = np.random.default_rng(seed)
     planes = rng.standard_normal((d, bands * bits)).astype(np.float32)
     nbytes = (bits + 7) // 8
     keys = np.zeros((m, bands), dtype=np.uint64)
     for c0 in range(0, m, PROJECT_CHUNK):
+        r = rows[c0 : c0 + PROJECT_CHUNK]
+        unit = matrix[r] * inv_norm[r][:, None]
         # Fixed chunk shapes, so the BLAS product (and a sign right at 0) is reproducible.
-        sign = (unit[c0 : c0 + PROJECT_CHUNK] @ planes) > 0
+        sign = (unit @ planes) > 0
         packed = np.packbits(sign.reshape(-1, bands, bits), axis=2, bitorder="little")
         wide = np.zeros((packed.shape[0], bands, 8), dtype=np.uint8)
         wide[:, :, :nbytes] = packed
@@ -170,8 +181,8 @@ def candidate_buckets(
             raise ValueError("MinHash LSH needs the text column")
         group_texts = texts.take(pa.array(rows, type=pa.int64())).to_pylist()
         return minhash_buckets([t or "" for t in group_texts], valid, cfg)
-    unit = matrix[rows] * inv_norm[rows][:, None]
-    keys = hyperplane_keys(unit, cfg.lsh_bands, cfg.lsh_band_bits, cfg.lsh_seed)
+    keys = _hyperplane_keys(matrix, rows, inv_norm, cfg.lsh_bands, cfg.lsh_band_bits,
+                            cfg.lsh_seed)
     return buckets_from_keys(keys, valid)
 
 

@@ -16,10 +16,10 @@ rows, decisions), the encoded files and its unit vectors — a few times the buc
 (about ``corpus / buckets``), plus the doc_id column of one input file (for bucket ids) and
 one record batch. Raise ``--buckets`` to lower it.
 
-Engines: ``local`` runs the buckets one after another in this process (the kernels use the
-threads); ``ray`` runs one plain Ray task per bucket (each the same single-process code, with
-one kernel thread) and writes their outputs in bucket order, so both engines write
-byte-identical data files. Decisions never depend on the bucket count.
+Engines: ``local`` runs the buckets in order in this process (the kernels use the threads;
+the next bucket is prepared while one is written); ``ray`` runs one plain Ray task per bucket
+(each the same single-process code, with one kernel thread) and writes their outputs in bucket
+order, so both engines write byte-identical data files. Decisions never depend on the bucket count.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from .store import DEFAULT_BUCKETS, BucketOutput, StoreWriter, bucket_of, encode
 
 ENGINES = ("local", "ray")
 PARTITION_BATCH = 64 * 1024
+LOCAL_AHEAD = 1  # buckets prepared ahead of the one being written (local engine)
 
 
 def _is_ipc_file(path: Path) -> bool:
@@ -98,7 +99,11 @@ class BucketSource:
                     cache[path] = ids
             rows = np.flatnonzero(ids == bucket)
             if rows.size:
-                parts.append(table.take(pa.array(rows, type=pa.int64())))
+                # Polars gathers across the mapped chunks ~6x faster than pyarrow's take,
+                # without combining them (which would copy the whole file into memory).
+                frame = pl.from_arrow(table, rechunk=False)
+                assert isinstance(frame, pl.DataFrame)
+                parts.append(frame[rows].to_arrow())
         if not parts:
             return None
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
@@ -234,11 +239,24 @@ def process_bucket(
 
 def _local(source: BucketSource, config: DedupConfig, threads: int | None
            ) -> Iterator[tuple[BucketOutput, BucketSummary]]:
+    """Buckets in order; the next bucket is read and ingested on a second thread while this
+    one is written (Polars, Arrow, Numba and BLAS release the GIL), so at most
+    ``LOCAL_AHEAD + 1`` buckets are in memory."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     cache: dict[str, np.ndarray] = {}
-    for b in range(source.buckets):
-        done = process_bucket(source, b, config, threads, cache)
-        if done is not None:
-            yield done
+    for path in () if source.partitioned else source.files:
+        cache[path] = _bucket_ids(_mapped(path), source.buckets)
+    with ThreadPoolExecutor(max_workers=LOCAL_AHEAD + 1) as pool:
+        pending: dict[int, Future[Any]] = {}
+        nxt = 0
+        for b in range(source.buckets):
+            while nxt < source.buckets and len(pending) <= LOCAL_AHEAD:
+                pending[nxt] = pool.submit(process_bucket, source, nxt, config, threads, cache)
+                nxt += 1
+            done = pending.pop(b).result()
+            if done is not None:
+                yield done
 
 
 def _ray(source: BucketSource, config: DedupConfig, address: str | None
