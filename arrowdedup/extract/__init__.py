@@ -1,0 +1,27 @@
+"""Documents to segments (SPEC §1): Markdown, plain text, HTML, CSV/TSV, JSONL and Parquet.
+
+``extract(paths)`` returns the segments table; ``extract_documents(paths)`` returns an
+:class:`ExtractResult` that also lists the files skipped with ``skip_bad_files`` (for the store
+manifest) and the stage timings. One module per format; :mod:`.core` finds the files and
+assembles the table.
+"""
+
+from .core import (
+    EXTENSIONS,
+    SCHEMA,
+    ExtractResult,
+    SkippedFile,
+    compile_language_pattern,
+    extract,
+    extract_documents,
+)
+
+__all__ = [
+    "EXTENSIONS",
+    "SCHEMA",
+    "ExtractResult",
+    "SkippedFile",
+    "compile_language_pattern",
+    "extract",
+    "extract_documents",
+]

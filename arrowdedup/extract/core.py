@@ -1,0 +1,613 @@
+"""Documents to a segments table: find the files, parse each, assemble one typed frame.
+
+Files are sorted by their path relative to the root, so the row order (and every id) is the
+same on every run. Markdown, HTML and plain-text files are parsed in Python, one file per call,
+in worker processes when there are many (the parsers are pure Python; the order of the results
+does not depend on the workers). CSV/TSV and the passthrough formats are read columnar.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import itertools
+import logging
+import os
+import pickle
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ..errors import ArrowDedupError, ConfigError, InputError, SchemaError
+from ..schema import validate
+from .blocks import ParsedDoc
+from .html import parse_html
+from .markdown import parse_markdown
+from .passthrough import read_jsonl, read_parquet
+from .tables import read_delimited
+from .text import parse_text
+
+log = logging.getLogger(__name__)
+
+#: File extension → format (also the ``doc_type`` of what it yields, except passthrough).
+EXTENSIONS: dict[str, str] = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".html": "html",
+    ".htm": "html",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".parquet": "parquet",
+}
+_PARSERS: dict[str, Callable[[str, str], ParsedDoc]] = {
+    "markdown": parse_markdown,
+    "html": parse_html,
+    "text": parse_text,
+}
+_PASSTHROUGH = frozenset({"jsonl", "parquet"})
+_SKIP_HINT = "or skip it with --skip-bad-files (skip_bad_files=True)"
+# Below this much Markdown/HTML/text, starting worker interpreters (~1-2 s) costs more than
+# it saves (the parsers run at ~1 MB/s per core).
+_PARALLEL_MIN_BYTES = 4 << 20
+
+#: Columns of an extracted table, in order, with their types.
+SCHEMA: dict[str, pl.DataType] = {
+    "doc_id": pl.String(),
+    "segment_id": pl.String(),
+    "text": pl.String(),
+    "segment_type": pl.String(),
+    "position": pl.Int32(),
+    "section": pl.String(),
+    "heading_level": pl.Int8(),
+    "title": pl.String(),
+    "doc_type": pl.String(),
+    "language": pl.String(),
+    "created_at": pl.Datetime("us", "UTC"),
+    "neighbours_before": pl.List(pl.String),
+    "neighbours_after": pl.List(pl.String),
+    "keys": pl.List(pl.String),
+}
+
+PathsInput = str | Path | Sequence[str | Path]
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedFile:
+    """A file left out by ``skip_bad_files``: its path relative to the root, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtractResult:
+    """The segments table, the files it came from, the files skipped, and stage timings."""
+
+    segments: pl.DataFrame
+    files: tuple[str, ...]
+    skipped: tuple[SkippedFile, ...]
+    timings: dict[str, float]
+
+    def type_counts(self) -> dict[str, int]:
+        """Segments per ``segment_type``, most frequent first (ties by name)."""
+        if self.segments.height == 0 or "segment_type" not in self.segments.columns:
+            return {}
+        counts = (
+            self.segments.group_by(pl.col("segment_type").cast(pl.String)).len()
+            .sort(["len", "segment_type"], descending=[True, False])
+        )
+        return dict(zip(counts["segment_type"].to_list(), counts["len"].to_list(), strict=True))
+
+    def summary(self) -> str:
+        """One line: files, skipped files, segments and their types, seconds."""
+        types = ", ".join(f"{k} {v:,}" for k, v in self.type_counts().items())
+        skipped = f" ({len(self.skipped)} skipped)" if self.skipped else ""
+        return (
+            f"extracted {len(self.files):,} files{skipped} → {self.segments.height:,} segments"
+            f"{f' ({types})' if types else ''} in {sum(self.timings.values()):.2f} s"
+        )
+
+    def manifest(self) -> dict[str, Any]:
+        """What a store manifest records about the extraction (JSON-ready)."""
+        return {
+            "files": len(self.files),
+            "segments": self.segments.height,
+            "segment_types": self.type_counts(),
+            "skipped_files": [dataclasses.asdict(s) for s in self.skipped],
+            "timings": dict(self.timings),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class _File:
+    path: Path  # as reached from the argument, for reading and messages
+    absolute: Path
+    base: Path  # the root its ``rel`` is relative to (absolute)
+    rel: str  # posix path relative to the root
+    fmt: str
+    size: int = 0
+
+    @property
+    def doc_id(self) -> str:
+        return str(PurePosixPath(self.rel).with_suffix(""))
+
+    @property
+    def display(self) -> str:
+        return str(self.path)
+
+
+def extract(
+    paths: PathsInput,
+    *,
+    root: str | Path | None = None,
+    key_columns: Sequence[str] | str | None = None,
+    language_from_path: str | None = None,
+    skip_bad_files: bool = False,
+    workers: int | None = None,
+    neighbours: int = 3,
+) -> pl.DataFrame:
+    """Segments of the documents at ``paths`` (files or folders, walked recursively).
+
+    See :func:`extract_documents`, which also returns the skipped files and the timings.
+    """
+    return extract_documents(
+        paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
+        skip_bad_files=skip_bad_files, workers=workers, neighbours=neighbours,
+    ).segments
+
+
+def extract_documents(
+    paths: PathsInput,
+    *,
+    root: str | Path | None = None,
+    key_columns: Sequence[str] | str | None = None,
+    language_from_path: str | None = None,
+    skip_bad_files: bool = False,
+    workers: int | None = None,
+    neighbours: int = 3,
+) -> ExtractResult:
+    """Extract segments from documents into one table (columns and types: :data:`SCHEMA`).
+
+    - ``root``: ``doc_id`` is the path relative to it, without extension (default: each folder
+      argument itself, or a file argument's folder).
+    - ``key_columns``: CSV/TSV columns whose "column: value" pairs fill ``keys``.
+    - ``language_from_path``: e.g. ``"content/{lang}/**"``, matched against the path relative
+      to the root (or to one of the root's parent folders, so it may start with the root's own
+      name); front matter (or ``<html lang>``) wins over it. Without any language the column is
+      absent.
+    - ``skip_bad_files``: a file that cannot be read or decoded is listed in ``skipped`` instead
+      of stopping the run.
+    - ``workers``: processes for the Markdown/HTML/text parsing (default: the CPU count for large
+      inputs, else 1); the output does not depend on it.
+    - ``neighbours``: how many ids ``neighbours_before`` / ``neighbours_after`` hold at most, the
+      nearest first, inside the same stretch of a section.
+
+    JSONL and Parquet files must already be segments tables: they are validated and their rows
+    passed through as they are.
+    """
+    if neighbours < 0:
+        raise ConfigError(f"neighbours must be >= 0, got {neighbours}; pass 0 to disable them")
+    started = time.perf_counter()
+    keys = _key_columns(key_columns)
+    matcher = _language_matcher(language_from_path)
+    files = _discover(paths, root)
+    timings = {"discover": time.perf_counter() - started}
+
+    tick = time.perf_counter()
+    documents = [f for f in files if f.fmt in _PARSERS]
+    parsed = _parse_all(documents, workers)
+    timings["parse"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    chunks: list[pl.DataFrame] = []
+    pending: list[tuple[_File, ParsedDoc, str | None]] = []
+    done: list[str] = []
+    skipped: list[SkippedFile] = []
+    claimed: dict[str, str] = {}
+    any_language = False
+
+    def flush() -> None:
+        if pending:
+            chunks.append(_with_neighbours(_documents_chunk(pending), neighbours))
+            pending.clear()
+
+    for file in files:
+        try:
+            if file.fmt in _PASSTHROUGH:
+                flush()
+                frame = (
+                    read_parquet(file.path, file.display) if file.fmt == "parquet"
+                    else read_jsonl(_read_bytes(file), file.display)
+                )
+                any_language |= "language" in frame.columns
+                chunks.append(frame)
+            elif file.fmt in _PARSERS:
+                outcome = parsed[file.absolute]
+                if isinstance(outcome, str):
+                    raise InputError(outcome)
+                _claim(claimed, file)
+                language = outcome.language or (matcher(file) if matcher else None)
+                any_language |= language is not None
+                pending.append((file, outcome, language))
+            else:
+                rows = read_delimited(
+                    _decode(_read_bytes(file), file.display), file.display,
+                    tsv=file.fmt == "tsv", key_columns=keys,
+                )
+                _claim(claimed, file)
+                flush()
+                language = matcher(file) if matcher else None
+                any_language |= language is not None
+                chunks.append(_with_neighbours(_table_chunk(file, rows, language), neighbours))
+            done.append(file.rel)
+        except ArrowDedupError as err:
+            if not skip_bad_files:
+                raise
+            log.info("skipped %s: %s", file.display, err)
+            skipped.append(SkippedFile(file.rel, str(err)))
+    flush()
+
+    segments = _concat(chunks)
+    if not any_language and "language" in segments.columns:
+        segments = segments.drop("language")
+    try:
+        validate(segments)
+    except SchemaError as err:
+        raise SchemaError(f"the extracted files together do not form one table: {err}") from err
+    timings["assemble"] = time.perf_counter() - tick
+    return ExtractResult(segments, tuple(done), tuple(skipped), timings)
+
+
+def _key_columns(key_columns: Sequence[str] | str | None) -> list[str] | None:
+    if key_columns is None:
+        return None
+    names = key_columns.split(",") if isinstance(key_columns, str) else list(key_columns)
+    names = [n.strip() for n in names if n.strip()]
+    return names or None
+
+
+def _read_bytes(file: _File) -> bytes:
+    try:
+        return file.path.read_bytes()
+    except OSError as err:
+        raise InputError(
+            f"cannot read {file.display}: {err.strerror or err}; check that the file exists "
+            f"and is readable, {_SKIP_HINT}"
+        ) from err
+
+
+def _decode(data: bytes, display: str) -> str:
+    """UTF-8 text (a BOM dropped), with every line ending turned into "\\n"."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(
+            f"{display} is not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start}); "
+            f"re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8), {_SKIP_HINT}"
+        ) from err
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def _parse_one(task: tuple[str, str, str]) -> ParsedDoc | str:
+    """Parse one document; an error comes back as its message (cheap to send across)."""
+    path, display, fmt = task
+    file = _File(Path(path), Path(path), Path(path), "", fmt)
+    try:
+        return _PARSERS[fmt](_decode(_read_bytes(file), display), display)
+    except ArrowDedupError as err:
+        return str(err)
+    except RecursionError:
+        return f"{display}: the document is nested too deeply to extract; {_SKIP_HINT}"
+
+
+def _parse_all(files: list[_File], workers: int | None) -> dict[Path, ParsedDoc | str]:
+    tasks = [(str(f.path), f.display, f.fmt) for f in files]
+    if workers is not None:
+        count = max(1, workers)
+    elif sum(f.size for f in files) >= _PARALLEL_MIN_BYTES:
+        count = min(_cpu_count(), 8)
+    else:
+        count = 1
+    count = min(count, len(tasks))
+    results = _parse_in_subprocesses(tasks, count) if count > 1 else None
+    if results is None:
+        results = [_parse_one(t) for t in tasks]
+    return {f.absolute: r for f, r in zip(files, results, strict=True)}
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _parse_in_subprocesses(
+    tasks: list[tuple[str, str, str]], count: int
+) -> list[ParsedDoc | str] | None:
+    """Parse ``tasks`` in ``count`` fresh interpreters (``python -c``), results in task order.
+
+    Plain subprocesses rather than multiprocessing: ``spawn`` re-imports the caller's main
+    module (a script without a ``__main__`` guard would run again in every worker) and
+    ``fork`` is unsafe once Polars or Numba have started threads. Returns ``None`` when the
+    workers cannot run, and the caller parses in this process instead.
+    """
+    package_parent = str(Path(__file__).resolve().parent.parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (package_parent, env.get("PYTHONPATH", "")) if p
+    )
+    shares = [tasks[i::count] for i in range(count)]
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for share in shares:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                env=env,
+            )
+            procs.append(proc)
+            assert proc.stdin is not None
+            proc.stdin.write(pickle.dumps(share, protocol=pickle.HIGHEST_PROTOCOL))
+            proc.stdin.close()
+        outputs = []
+        for proc in procs:
+            assert proc.stdout is not None
+            outputs.append(proc.stdout.read())
+            proc.stdout.close()
+            proc.wait()
+    except OSError as err:
+        for proc in procs:
+            proc.kill()
+        log.warning("parallel extraction unavailable (%s); parsing in this process", err)
+        return None
+    results: list[ParsedDoc | str] = [""] * len(tasks)
+    for i, (proc, output) in enumerate(zip(procs, outputs, strict=True)):
+        if proc.returncode != 0:
+            log.warning("an extraction worker failed (exit %s); parsing its files here",
+                        proc.returncode)
+            part = [_parse_one(t) for t in shares[i]]
+        else:
+            part = pickle.loads(output)  # our own worker's output: trusted
+        results[i::count] = part
+    return results
+
+
+# The worker: read the pickled tasks on stdin, write the pickled results on stdout.
+_WORKER = (
+    "import pickle, sys; from arrowdedup.extract.core import _parse_one; "
+    "tasks = pickle.load(sys.stdin.buffer); "
+    "pickle.dump([_parse_one(t) for t in tasks], sys.stdout.buffer, pickle.HIGHEST_PROTOCOL)"
+)
+
+
+def _claim(claimed: dict[str, str], file: _File) -> None:
+    """Refuse a second file whose path maps to an existing ``doc_id`` (``a.md``, ``a.txt``)."""
+    other = claimed.get(file.doc_id)
+    if other is not None:
+        raise InputError(
+            f"{file.display} and {other} both map to doc_id {file.doc_id!r} (the path without "
+            f"its extension); rename one, or extract them separately, {_SKIP_HINT}"
+        )
+    claimed[file.doc_id] = file.rel
+
+
+def _discover(paths: PathsInput, root: str | Path | None) -> list[_File]:
+    """Every supported file under ``paths``, once, sorted by path relative to its root."""
+    args = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not args:
+        raise InputError("no input paths given; pass document files or folders")
+    root_abs = Path(os.path.abspath(root)) if root is not None else None
+    if root_abs is not None and not root_abs.is_dir():
+        raise InputError(f"root {root} is not a folder; pass the folder the doc_ids start from")
+    found: dict[Path, _File] = {}
+
+    def add(path: Path, base: Path, fmt: str) -> None:
+        absolute = Path(os.path.abspath(path))
+        if absolute in found:
+            return
+        try:
+            rel = absolute.relative_to(base).as_posix()
+        except ValueError as err:
+            raise InputError(
+                f"{path} is not inside the root {root}; pass a root that contains every input"
+            ) from err
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0  # unreadable: reported when it is read
+        found[absolute] = _File(path, absolute, base, rel, fmt, size)
+
+    for arg in args:
+        path = Path(arg)
+        if path.is_dir():
+            base = root_abs or Path(os.path.abspath(path))
+            for dirpath, dirnames, filenames in os.walk(path):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for name in sorted(filenames):
+                    fmt = EXTENSIONS.get(os.path.splitext(name)[1].lower())
+                    if fmt is not None and not name.startswith("."):
+                        add(Path(dirpath) / name, base, fmt)
+        elif path.exists() or path.is_symlink():
+            fmt = EXTENSIONS.get(path.suffix.lower())
+            if fmt is None:
+                raise InputError(
+                    f"{path}: unknown document type {path.suffix or '(no extension)'!r}; "
+                    f"supported: {', '.join(EXTENSIONS)}; convert or rename the file"
+                )
+            add(path, root_abs or Path(os.path.abspath(path.parent)), fmt)
+        else:
+            raise InputError(f"input {path} does not exist; check the path")
+    if not found:
+        raise InputError(
+            f"no documents found in {', '.join(str(a) for a in args)}; supported extensions: "
+            f"{', '.join(EXTENSIONS)} (hidden files and folders are ignored)"
+        )
+    return sorted(found.values(), key=lambda f: (f.rel, str(f.absolute)))
+
+
+def compile_language_pattern(pattern: str) -> re.Pattern[str]:
+    """``content/{lang}/**`` → a regex with a ``lang`` group, matching a whole posix path.
+
+    ``**`` is any number of folders, ``*`` any name part, ``?`` one character.
+    """
+    if pattern.count("{lang}") != 1:
+        raise ConfigError(
+            f"language pattern {pattern!r} must contain {{lang}} exactly once, "
+            "e.g. 'content/{lang}/**'"
+        )
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("{lang}", i):
+            out.append(r"(?P<lang>[^/]+)")
+            i += len("{lang}")
+        elif pattern.startswith("**/", i):
+            out.append(r"(?:[^/]+/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(r".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append(r"[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append(r"[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def _language_matcher(pattern: str | None) -> Callable[[_File], str | None] | None:
+    if not pattern:
+        return None
+    regex = compile_language_pattern(pattern.strip().lstrip("/"))
+
+    def match(file: _File) -> str | None:
+        # The path relative to the root first, then to each parent of the root in turn.
+        parents = file.base.parts[1:]
+        for depth in range(len(parents) + 1):
+            prefix = "/".join(parents[len(parents) - depth:])
+            candidate = f"{prefix}/{file.rel}" if prefix else file.rel
+            found = regex.fullmatch(candidate)
+            if found:
+                return found.group("lang")
+        return None
+
+    return match
+
+
+def _timestamp_us(value: dt.datetime | None) -> int | None:
+    if value is None:
+        return None
+    return (value - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _doc_level(values: list[Any], dtype: pl.DataType, index: np.ndarray) -> pl.Series:
+    return pl.Series(values, dtype=dtype).gather(index)
+
+
+def _documents_chunk(pending: list[tuple[_File, ParsedDoc, str | None]]) -> pl.DataFrame:
+    """Parsed documents as one frame: per-segment lists concatenated, per-doc values gathered."""
+    docs = [d for _, d, _ in pending]
+    counts = np.array([len(d.texts) for d in docs], dtype=np.int64)
+    index = np.repeat(np.arange(len(docs)), counts)
+    starts = np.cumsum(counts) - counts
+    position = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(starts, counts)
+    created = pl.Series([_timestamp_us(d.created_at) for d in docs], dtype=pl.Int64)
+
+    def chain(attr: str) -> list[Any]:
+        return list(itertools.chain.from_iterable(getattr(d, attr) for d in docs))
+
+    frame = pl.DataFrame({
+        "doc_id": _doc_level([f.doc_id for f, _, _ in pending], pl.String(), index),
+        "text": pl.Series(chain("texts"), dtype=pl.String),
+        "segment_type": pl.Series(chain("types"), dtype=pl.String),
+        "position": pl.Series(position, dtype=pl.Int32),
+        "section": pl.Series(chain("sections"), dtype=pl.String),
+        "heading_level": pl.Series(chain("levels"), dtype=pl.Int8),
+        "title": _doc_level([d.title for d in docs], pl.String(), index),
+        "doc_type": _doc_level([f.fmt for f, _, _ in pending], pl.String(), index),
+        "language": _doc_level([lang for _, _, lang in pending], pl.String(), index),
+        "created_at": created.gather(index).cast(pl.Datetime("us")).dt.replace_time_zone("UTC"),
+        "_run": pl.Series(chain("runs"), dtype=pl.Int32),
+    })
+    return _finish(frame)
+
+
+def _table_chunk(file: _File, rows: pl.DataFrame, language: str | None) -> pl.DataFrame:
+    frame = rows.select(
+        pl.lit(file.doc_id, dtype=pl.String).alias("doc_id"),
+        pl.col("text"),
+        pl.lit("table_row", dtype=pl.String).alias("segment_type"),
+        pl.int_range(pl.len(), dtype=pl.Int32).alias("position"),
+        pl.lit(None, dtype=pl.String).alias("section"),
+        pl.lit(None, dtype=pl.Int8).alias("heading_level"),
+        pl.lit(None, dtype=pl.String).alias("title"),
+        pl.lit(file.fmt, dtype=pl.String).alias("doc_type"),
+        pl.lit(language, dtype=pl.String).alias("language"),
+        pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("created_at"),
+        pl.lit(0, dtype=pl.Int32).alias("_run"),
+        pl.col("keys"),
+    )
+    return _finish(frame)
+
+
+def _finish(frame: pl.DataFrame) -> pl.DataFrame:
+    """Add the ids (``{doc_id}#{position}``) and any missing column, in :data:`SCHEMA` order."""
+    frame = frame.with_columns(
+        segment_id=pl.concat_str(pl.col("doc_id"), pl.lit("#"), pl.col("position").cast(pl.String))
+    )
+    missing = [
+        pl.lit(None, dtype=dtype).alias(name)
+        for name, dtype in SCHEMA.items() if name not in frame.columns
+    ]
+    return frame.with_columns(missing).select([*SCHEMA, "_run"])
+
+
+def _with_neighbours(frame: pl.DataFrame, count: int) -> pl.DataFrame:
+    """Ids of up to ``count`` segments before / after each one in the same section run."""
+    if count == 0 or frame.height == 0:
+        empty = pl.lit([], dtype=pl.List(pl.String))
+        return frame.with_columns(neighbours_before=empty, neighbours_after=empty).drop("_run")
+    group = ["doc_id", "_run"]
+    ids = pl.col("segment_id")
+    return frame.with_columns(
+        neighbours_before=pl.concat_list(
+            [ids.shift(k).over(group) for k in range(1, count + 1)]
+        ).list.drop_nulls(),
+        neighbours_after=pl.concat_list(
+            [ids.shift(-k).over(group) for k in range(1, count + 1)]
+        ).list.drop_nulls(),
+    ).drop("_run")
+
+
+def _concat(chunks: list[pl.DataFrame]) -> pl.DataFrame:
+    if not chunks:
+        return pl.DataFrame(schema=SCHEMA)
+    if len(chunks) == 1:
+        return chunks[0]
+    try:
+        return pl.concat(chunks, how="diagonal_relaxed")
+    except pl.exceptions.PolarsError as err:
+        raise SchemaError(
+            f"the passthrough tables and the extracted segments have incompatible column types "
+            f"({err}); extract them separately"
+        ) from err

@@ -1,0 +1,262 @@
+"""Markdown to segments with markdown-it-py's token stream (CommonMark + GFM tables).
+
+Block tokens map to segment types: headings → ``heading`` (and the heading path), paragraphs →
+``paragraph`` (``list_item`` inside a list item, ``quote`` inside a block quote), fenced and
+indented code → one ``code`` segment, table body rows → ``table_row`` ("column: value" lines),
+raw HTML blocks → their visible text. A front-matter title is the document's title and opens it
+as a level-1 heading, as the rendered page shows it, unless the body has an H1 with that text.
+
+Hugo shortcodes (``{{< name … >}}``, ``{{% name … %}}``) are template calls, not text: a line of
+shortcodes only is dropped (and ends a paragraph), inline shortcodes are removed from prose,
+shortcode-only lines are dropped from code, and escaped shortcodes (``{{</* x */>}}``) become
+the literal text they document. Inline shortcodes inside code are kept: there they stand for a
+value (a version, a path) and a visible placeholder beats a silent hole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
+from markdown_it.rules_inline import StateInline
+from markdown_it.token import Token
+
+from .blocks import ParsedDoc, row_text, squash
+from .frontmatter import split_front_matter
+from .html import visible_text
+
+# A shortcode tag, with a bound on its length so an unclosed "{{<" cannot scan a whole file.
+_SHORTCODE = re.compile(r"\{\{<(?!/\*).{0,4000}?>\}\}|\{\{%(?!/\*).{0,4000}?%\}\}", re.S)
+_ESCAPED = re.compile(r"\{\{([<%])/\*(.{0,4000}?)\*/([>%])\}\}", re.S)
+_SHORTCODE_LINE = re.compile(
+    r"[ \t]*(?:(?:\{\{<(?!/\*).*?>\}\}|\{\{%(?!/\*).*?%\}\})[ \t]*)+"
+)
+# Goldmark/Hugo attribute lists: "{.class}" on a line of its own, "## Title {#anchor}".
+_ATTR_LINE = re.compile(r"\{[.#:][^{}\n]*\}")
+_HEADING_ATTR = re.compile(r"\s*\{[.#][^{}\n]*\}\s*$")
+
+
+def _shortcode_block(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """A line (or lines, for a multi-line tag) made of shortcode tags only."""
+    src = state.src
+    pos = state.bMarks[start] + state.tShift[start]
+    if not src.startswith(("{{<", "{{%"), pos):
+        return False
+    while True:
+        match = _SHORTCODE.match(src, pos)
+        if match is None:
+            return False
+        pos = match.end()
+        while pos < len(src) and src[pos] in " \t":
+            pos += 1
+        if pos >= len(src) or src[pos] == "\n":
+            break
+        if not src.startswith(("{{<", "{{%"), pos):
+            return False
+    line = start
+    while line < end and state.eMarks[line] < pos:
+        line += 1
+    if line >= end:
+        return False
+    if not silent:
+        token = state.push("shortcode", "", 0)
+        token.map = [start, line + 1]
+        token.content = src[state.bMarks[start]: pos]
+    state.line = line + 1
+    return True
+
+
+def _shortcode_inline(state: StateInline, silent: bool) -> bool:
+    """Drop an inline shortcode tag; an escaped one becomes its literal text."""
+    src, pos = state.src, state.pos
+    if not src.startswith(("{{<", "{{%"), pos):
+        return False
+    escaped = _ESCAPED.match(src, pos)
+    match = escaped or _SHORTCODE.match(src, pos)
+    if match is None or match.end() > state.posMax:
+        return False
+    if not silent and escaped is not None:
+        state.pending += f"{{{{{escaped.group(1)}{escaped.group(2)}{escaped.group(3)}}}}}"
+    state.pos = match.end()
+    return True
+
+
+_PARSER: MarkdownIt | None = None
+
+
+def parser() -> MarkdownIt:
+    """The shared parser: CommonMark, raw HTML as tokens, GFM tables, shortcode rules."""
+    global _PARSER
+    if _PARSER is None:
+        md = MarkdownIt("commonmark", {"html": True}).enable("table")
+        md.block.ruler.before(
+            "table", "shortcode", _shortcode_block,
+            {"alt": ["paragraph", "reference", "blockquote", "list"]},
+        )
+        md.inline.ruler.after("text", "shortcode", _shortcode_inline)
+        md.inline.add_terminator_char("{")
+        # Link targets are never output; skip URL normalisation (a measurable share of the time).
+        md.validateLink = lambda url: True  # type: ignore[method-assign]
+        md.normalizeLink = lambda url: url  # type: ignore[method-assign]
+        _PARSER = md
+    return _PARSER
+
+
+def _inline_lines(children: Sequence[Token]) -> tuple[list[str], list[str]]:
+    """The visible text of an inline token as lines, with the break that ends each line."""
+    lines: list[str] = []
+    breaks: list[str] = []
+    current: list[str] = []
+
+    def walk(tokens: Sequence[Token]) -> None:
+        for tok in tokens:
+            kind = tok.type
+            if kind == "text":
+                current.append(tok.content)
+            elif kind == "code_inline":
+                content = tok.content
+                current.append(_ESCAPED.sub(r"{{\1\2\3}}", content) if "/*" in content else content)
+            elif kind in ("softbreak", "hardbreak"):
+                lines.append("".join(current))
+                breaks.append(" " if kind == "softbreak" else "\n")
+                current.clear()
+            elif kind == "image" and tok.children:
+                walk(tok.children)
+            # Other tokens (emphasis and link markers, raw inline HTML) carry no visible text.
+
+    walk(children)
+    lines.append("".join(current))
+    return lines, breaks
+
+
+def inline_text(token: Token) -> str:
+    """Visible text of an inline token: soft breaks become spaces, hard breaks newlines, and
+    lines holding only an attribute list ("{.class}") are dropped."""
+    lines, breaks = _inline_lines(token.children or [])
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        text = squash(line)
+        if not text or _ATTR_LINE.fullmatch(text):
+            continue
+        if out:
+            out.append(breaks[i - 1])
+        out.append(text)
+    return "".join(out).strip()
+
+
+def code_text(content: str) -> str:
+    """Code block content without shortcode-only lines; escaped shortcodes made literal."""
+    lines = [ln for ln in content.split("\n") if not _SHORTCODE_LINE.fullmatch(ln)]
+    text = "\n".join(lines)
+    if "/*" in text:
+        text = _ESCAPED.sub(r"{{\1\2\3}}", text)
+    return text.strip("\n")
+
+
+def _table_rows(tokens: Sequence[Token], start: int) -> tuple[list[str], int]:
+    """Body rows of the table opening at ``start`` as texts, and the index after it."""
+    headers: list[str] = []
+    body: list[list[str]] = []
+    cells: list[str] = []
+    in_head = False
+    i = start + 1
+    while i < len(tokens) and tokens[i].type != "table_close":
+        kind = tokens[i].type
+        if kind == "thead_open":
+            in_head = True
+        elif kind == "thead_close":
+            in_head = False
+        elif kind == "inline":
+            cells.append(inline_text(tokens[i]))
+        elif kind == "tr_close":
+            if in_head:
+                headers = cells
+            else:
+                body.append(cells)
+            cells = []
+        i += 1
+    rows = [row_text(headers, row) for row in body]
+    if not body and any(headers):
+        rows = [" | ".join(h for h in headers if h)]
+    return [r for r in rows if r], i + 1
+
+
+class _Container:
+    """An open list item or block quote, and the segment its paragraphs go to."""
+
+    __slots__ = ("kind", "segment")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.segment: int | None = None
+
+
+def parse_markdown(text: str, display: str) -> ParsedDoc:
+    """Segments of one Markdown document (newlines already normalised to "\\n")."""
+    meta, body = split_front_matter(text, display)
+    tokens = parser().parse(body)
+    doc = ParsedDoc(created_at=meta.created_at, language=meta.language)
+    h1_texts = [
+        _heading_text(tokens[i + 1])
+        for i, tok in enumerate(tokens)
+        if tok.type == "heading_open" and tok.tag == "h1"
+    ]
+    doc.title = meta.title or next((h for h in h1_texts if h), None)
+    if meta.title and meta.title not in h1_texts:
+        doc.heading(meta.title, 1)
+    _walk(tokens, doc)
+    return doc
+
+
+def _heading_text(token: Token) -> str:
+    return _HEADING_ATTR.sub("", inline_text(token))
+
+
+def _walk(tokens: list[Token], doc: ParsedDoc) -> None:
+    stack: list[_Container] = []
+
+    def flow(text: str) -> None:
+        # Paragraphs of one list item or quote, with nothing in between, form one segment.
+        if not text:
+            return
+        top = stack[-1] if stack else None
+        if top is not None and top.segment is not None and top.segment == len(doc.texts) - 1:
+            doc.extend_last(text)
+            return
+        position = doc.add(text, top.kind if top is not None else "paragraph")
+        if top is not None:
+            top.segment = position
+
+    i = 0
+    n = len(tokens)
+    while i < n:
+        tok = tokens[i]
+        kind = tok.type
+        if kind == "heading_open":
+            doc.heading(_heading_text(tokens[i + 1]), int(tok.tag[1:]))
+            i += 3
+            continue
+        if kind == "paragraph_open":
+            flow(inline_text(tokens[i + 1]))
+            i += 3
+            continue
+        if kind == "table_open":
+            rows, i = _table_rows(tokens, i)
+            for row in rows:
+                doc.add(row, "table_row")
+            continue
+        if kind == "list_item_open":
+            stack.append(_Container("list_item"))
+        elif kind == "blockquote_open":
+            stack.append(_Container("quote"))
+        elif kind in ("list_item_close", "blockquote_close"):
+            stack.pop()
+        elif kind in ("fence", "code_block"):
+            code = code_text(tok.content)
+            if code.strip():
+                doc.add(code, "code")
+        elif kind == "html_block":
+            flow(visible_text(_SHORTCODE.sub(" ", tok.content)))
+        i += 1
