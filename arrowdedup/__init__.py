@@ -28,6 +28,7 @@ from .errors import (
     SchemaError,
     StoreError,
 )
+from .extract import ExtractResult, SkippedFile, extract, extract_documents
 from .ingest import IngestionResult, ingest
 from .pipeline import ingest_tables_to_store
 from .retrieval import (
@@ -57,6 +58,7 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "EmbeddingCache",
+    "ExtractResult",
     "IngestionConfig",
     "IngestionResult",
     "InputError",
@@ -74,6 +76,7 @@ __all__ = [
     "SearchMode",
     "SearchResult",
     "SignalWeights",
+    "SkippedFile",
     "Store",
     "StoreError",
     "StoreWriter",
@@ -85,6 +88,8 @@ __all__ = [
     "competition_rank",
     "dedupe_ranked",
     "embed_texts",
+    "extract",
+    "extract_documents",
     "get_embedder",
     "ingest",
     "ingest_documents",

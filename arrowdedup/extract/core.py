@@ -226,7 +226,7 @@ def extract_documents(
                 flush()
                 frame = (
                     read_parquet(file.path, file.display) if file.fmt == "parquet"
-                    else read_jsonl(_read_bytes(file), file.display)
+                    else read_jsonl(_read_bytes(file.path, file.display), file.display)
                 )
                 any_language |= "language" in frame.columns
                 chunks.append(frame)
@@ -240,7 +240,7 @@ def extract_documents(
                 pending.append((file, outcome, language))
             else:
                 rows = read_delimited(
-                    _decode(_read_bytes(file), file.display), file.display,
+                    _decode(_read_bytes(file.path, file.display), file.display), file.display,
                     tsv=file.fmt == "tsv", key_columns=keys,
                 )
                 _claim(claimed, file)
@@ -275,12 +275,12 @@ def _key_columns(key_columns: Sequence[str] | str | None) -> list[str] | None:
     return names or None
 
 
-def _read_bytes(file: _File) -> bytes:
+def _read_bytes(path: Path, display: str) -> bytes:
     try:
-        return file.path.read_bytes()
+        return path.read_bytes()
     except OSError as err:
         raise InputError(
-            f"cannot read {file.display}: {err.strerror or err}; check that the file exists "
+            f"cannot read {display}: {err.strerror or err}; check that the file exists "
             f"and is readable, {_SKIP_HINT}"
         ) from err
 
@@ -304,9 +304,8 @@ def _decode(data: bytes, display: str) -> str:
 def _parse_one(task: tuple[str, str, str]) -> ParsedDoc | str:
     """Parse one document; an error comes back as its message (cheap to send across)."""
     path, display, fmt = task
-    file = _File(Path(path), Path(path), Path(path), "", fmt)
     try:
-        return _PARSERS[fmt](_decode(_read_bytes(file), display), display)
+        return _PARSERS[fmt](_decode(_read_bytes(Path(path), display), display), display)
     except ArrowDedupError as err:
         return str(err)
     except RecursionError:
@@ -375,12 +374,16 @@ def _parse_in_subprocesses(
         return None
     results: list[ParsedDoc | str] = [""] * len(tasks)
     for i, (proc, output) in enumerate(zip(procs, outputs, strict=True)):
-        if proc.returncode != 0:
+        part: list[ParsedDoc | str] | None = None
+        if proc.returncode == 0:
+            try:
+                part = pickle.loads(output)  # our own worker's output: trusted
+            except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+                part = None
+        if part is None or len(part) != len(shares[i]):
             log.warning("an extraction worker failed (exit %s); parsing its files here",
                         proc.returncode)
             part = [_parse_one(t) for t in shares[i]]
-        else:
-            part = pickle.loads(output)  # our own worker's output: trusted
         results[i::count] = part
     return results
 

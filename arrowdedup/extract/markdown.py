@@ -36,6 +36,8 @@ _SHORTCODE_LINE = re.compile(
 # Goldmark/Hugo attribute lists: "{.class}" on a line of its own, "## Title {#anchor}".
 _ATTR_LINE = re.compile(r"\{[.#:][^{}\n]*\}")
 _HEADING_ATTR = re.compile(r"\s*\{[.#][^{}\n]*\}\s*$")
+# GitHub alert markers ("> [!NOTE]") open a quote; they are rendering hints, not text.
+_ALERT = re.compile(r"^\[![A-Za-z]+\][ \t]*\n?")
 
 
 def _shortcode_block(state: StateBlock, start: int, end: int, silent: bool) -> bool:
@@ -222,6 +224,10 @@ def _walk(tokens: list[Token], doc: ParsedDoc) -> None:
         if not text:
             return
         top = stack[-1] if stack else None
+        if top is not None and top.kind == "quote" and text.startswith("[!"):
+            text = _ALERT.sub("", text).strip()
+            if not text:
+                return
         if top is not None and top.segment is not None and top.segment == len(doc.texts) - 1:
             doc.extend_last(text)
             return
