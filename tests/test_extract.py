@@ -320,6 +320,13 @@ def test_tsv_keeps_quotes_literal(tmp_path: Path) -> None:
     assert set(frame["doc_type"]) == {"tsv"}
 
 
+def test_csv_blank_lines_before_the_header(tmp_path: Path) -> None:
+    write(tmp_path / "b.csv", "\n\nx,y\n1,2\n")
+    write(tmp_path / "h.csv", "\nonly,header\n")
+    frame = extract(tmp_path)
+    assert frame.select("doc_id", "text").rows() == [("b", "x: 1\ny: 2")]
+
+
 def test_csv_missing_key_column_is_refused(tmp_path: Path) -> None:
     write(tmp_path / "p.csv", CSV)
     with pytest.raises(InputError, match=r"p\.csv.*key column.*'nope'.*--key-columns"):

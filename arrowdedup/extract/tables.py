@@ -31,8 +31,12 @@ def _reader(text: str, tsv: bool) -> Any:
 def _header(text: str, tsv: bool, display: str) -> tuple[list[str], int]:
     """Column names and the number of physical lines the header takes."""
     reader = _reader(text, tsv)
+    row: list[str] = []
     try:
-        row: list[str] = next(reader, [])
+        # Blank lines before the header are skipped, as pyarrow skips them in the data.
+        for row in reader:
+            if row:
+                break
     except csv.Error as err:
         raise InputError(f"{display}: cannot read the header row ({err}); {_SKIP_HINT}") from err
     names = [name.strip() or f"column_{i + 1}" for i, name in enumerate(row)]
