@@ -42,7 +42,7 @@ def test_buckets_from_keys():
     assert (b.row_bucket[4] == -1).all() and b.row_bucket[2, 1] == -1
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(
     m=st.integers(1, 800),
     d=st.sampled_from([8, 32]),
@@ -133,7 +133,7 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, "tests")
     from test_lsh import corpus, lsh_config
     from arrowdedup import LshMethod, ingest
-    frame = corpus(1500, 2)
+    frame = corpus(600, 2)
     for method in (LshMethod.MINHASH, LshMethod.HYPERPLANE):
         dec = ingest(frame, lsh_config(method)).decisions
         print(method.value, hashlib.sha256(dec.write_ipc(None).getvalue()).hexdigest())
@@ -148,7 +148,7 @@ def test_deterministic_across_hash_seeds():
                               capture_output=True, text=True, timeout=300, check=True)
         outs.append(done.stdout)
     assert outs[0] == outs[1] and outs[0].count("\n") == 2
-    frame = corpus(1500, 2)
+    frame = corpus(600, 2)
     here = {m.value: hashlib.sha256(ingest(frame, lsh_config(m)).decisions.write_ipc(None)
                                     .getvalue()).hexdigest() for m in LshMethod}
     assert all(f"{k} {v}" in outs[0] for k, v in here.items())
