@@ -217,6 +217,22 @@ def test_code_block_with_blank_lines_is_one_segment(tmp_path: Path) -> None:
     ]
 
 
+def test_shortcodes_and_template_actions(tmp_path: Path) -> None:
+    write(tmp_path / "a.md", (
+        "{{< tabpane text=true >}}\n{{% tab Go %}}\n\nGo text\n\n{{% /tab %}}\n"
+        "{{< /tabpane >}}\n\n{{% alert\n  title=\"Multi-line tag\" %}}\nInside {{< b >}}x\n"
+        "{{% /alert %}}\n\n{{ if $x }}\nThe list for {{ $name }}.\n{{ end }}\n\n"
+        "> [!NOTE]\n>\n> Noted.\n"
+    ))
+    frame = extract(tmp_path)
+    assert frame.select("text", "segment_type").rows() == [
+        ("Go text", "paragraph"),
+        ("Inside x", "paragraph"),
+        ("The list for {{ $name }}.", "paragraph"),
+        ("Noted.", "quote"),
+    ]
+
+
 def test_toml_front_matter_and_timestamps(tmp_path: Path) -> None:
     write(tmp_path / "t.md", '+++\ntitle = "Toml"\ndate = 2024-05-06T07:08:09+02:00\n+++\nbody\n')
     write(tmp_path / "y.md", "---\ndate: '2023-01-02T03:04:05Z'\nlanguage: fr\n---\ncorps\n")

@@ -7,7 +7,8 @@ raw HTML blocks → their visible text. A front-matter title is the document's t
 as a level-1 heading, as the rendered page shows it, unless the body has an H1 with that text.
 
 Hugo shortcodes (``{{< name … >}}``, ``{{% name … %}}``) are template calls, not text: a line of
-shortcodes only is dropped (and ends a paragraph), inline shortcodes are removed from prose,
+shortcodes only is dropped (and ends a paragraph), as is a line of Go template actions only
+(``{{ if $x }}``, ``{{ end }}``, in Hugo's partials); inline shortcodes are removed from prose,
 shortcode-only lines are dropped from code, and escaped shortcodes (``{{</* x */>}}``) become
 the literal text they document. Inline shortcodes inside code are kept: there they stand for a
 value (a version, a path) and a visible placeholder beats a silent hole.
@@ -29,6 +30,8 @@ from .html import visible_text
 
 # A shortcode tag, with a bound on its length so an unclosed "{{<" cannot scan a whole file.
 _SHORTCODE = re.compile(r"\{\{<(?!/\*).{0,4000}?>\}\}|\{\{%(?!/\*).{0,4000}?%\}\}", re.S)
+# A Go template action ("{{ if $x }}", "{{ end }}"), as in Hugo's _includes partials.
+_ACTION = re.compile(r"\{\{(?![<%]).{0,4000}?\}\}", re.S)
 _ESCAPED = re.compile(r"\{\{([<%])/\*(.{0,4000}?)\*/([>%])\}\}", re.S)
 _SHORTCODE_LINE = re.compile(
     r"[ \t]*(?:(?:\{\{<(?!/\*).*?>\}\}|\{\{%(?!/\*).*?%\}\})[ \t]*)+"
@@ -41,13 +44,18 @@ _ALERT = re.compile(r"^\[![A-Za-z]+\][ \t]*\n?")
 
 
 def _shortcode_block(state: StateBlock, start: int, end: int, silent: bool) -> bool:
-    """A line (or lines, for a multi-line tag) made of shortcode tags only."""
+    """A line (or lines, for a multi-line tag) made of shortcode tags or template actions only.
+
+    Shortcodes are dropped at any indentation (Hugo expands them everywhere); template actions
+    only outside indented code, where they may be the code being shown.
+    """
     src = state.src
     pos = state.bMarks[start] + state.tShift[start]
-    if not src.startswith(("{{<", "{{%"), pos):
+    if not src.startswith("{{", pos):
         return False
+    actions = state.sCount[start] - state.blkIndent < 4
     while True:
-        match = _SHORTCODE.match(src, pos)
+        match = _SHORTCODE.match(src, pos) or (_ACTION.match(src, pos) if actions else None)
         if match is None:
             return False
         pos = match.end()
@@ -55,7 +63,7 @@ def _shortcode_block(state: StateBlock, start: int, end: int, silent: bool) -> b
             pos += 1
         if pos >= len(src) or src[pos] == "\n":
             break
-        if not src.startswith(("{{<", "{{%"), pos):
+        if not src.startswith("{{", pos):
             return False
     line = start
     while line < end and state.eMarks[line] < pos:
