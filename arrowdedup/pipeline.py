@@ -7,9 +7,11 @@ corpus:
 
 - Arrow IPC *files* are memory-mapped (file-backed pages, not process memory) and each bucket
   takes its rows from them;
-- anything else (Parquet, IPC streams) goes through one partitioning pass: record batches of
-  ``PARTITION_BATCH`` rows are scattered into one uncompressed IPC file per bucket in a
-  temporary directory of the store, which is then memory-mapped the same way.
+- Parquet inputs up to ``memory_budget`` (default 2 GiB uncompressed, local engine) are read
+  whole, which is faster than a round trip through the disk;
+- anything else (larger Parquet, IPC streams, the Ray engine) goes through one partitioning
+  pass: record batches of ``PARTITION_BATCH`` rows are scattered into one uncompressed IPC file
+  per bucket in a temporary directory of the store, which is then memory-mapped the same way.
 
 Peak memory is bounded by the largest bucket: its rows as a table, the ingest result (kept
 rows, decisions), the encoded files and its unit vectors — a few times the bucket's size
@@ -48,6 +50,7 @@ from .store import DEFAULT_BUCKETS, BucketOutput, StoreWriter, bucket_of, encode
 
 ENGINES = ("local", "ray")
 PARTITION_BATCH = 64 * 1024
+DEFAULT_MEMORY_BUDGET = 2 << 30
 LOCAL_AHEAD = 1  # buckets prepared ahead of the one being written (local engine)
 
 
@@ -84,6 +87,11 @@ class BucketSource:
     files: tuple[str, ...]
     buckets: int
     partitioned: bool
+    # Small inputs of the local engine are held in memory ("mem:<i>" in ``files``).
+    tables: tuple[pa.Table, ...] = dataclasses.field(default=(), compare=False, repr=False)
+
+    def open(self, key: str) -> pa.Table:
+        return self.tables[int(key[4:])] if key.startswith("mem:") else _mapped(key)
 
     def read(self, bucket: int, cache: dict[str, np.ndarray] | None = None) -> pa.Table | None:
         if self.partitioned:
@@ -91,7 +99,7 @@ class BucketSource:
             return _mapped(path) if path else None
         parts = []
         for path in self.files:
-            table = _mapped(path)
+            table = self.open(path)
             ids = cache.get(path) if cache is not None else None
             if ids is None:
                 ids = _bucket_ids(table, self.buckets)
@@ -112,14 +120,27 @@ class BucketSource:
         """A zero-row table with the input schema (an empty corpus still gets a store)."""
         for path in self.files:
             if path:
-                return _mapped(path).slice(0, 0)
+                return self.open(path).slice(0, 0)
         raise InputError("no input rows and no schema; pass a non-empty segments table")
 
 
+def _parquet_bytes_uncompressed(path: Path) -> int | None:
+    try:
+        with path.open("rb") as fh:
+            if fh.read(4) != b"PAR1":
+                return None
+        meta = pq.ParquetFile(path).metadata
+    except (pa.ArrowException, OSError):
+        return None  # read_table_file reports the damage clearly
+    return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+
+
 @contextlib.contextmanager
-def bucket_source(inputs: Sequence[Path], buckets: int, workdir: Path) -> Iterator[BucketSource]:
+def bucket_source(inputs: Sequence[Path], buckets: int, workdir: Path,
+                  memory_budget: int = 0) -> Iterator[BucketSource]:
     """The :class:`BucketSource` of ``inputs``; partition files live under ``workdir`` and
-    are removed afterwards."""
+    are removed afterwards. Parquet inputs whose uncompressed size is at most
+    ``memory_budget`` bytes in total are read into memory instead of partitioned."""
     if not inputs:
         raise InputError("no input files given; pass at least one Parquet or Arrow IPC file")
     for p in inputs:
@@ -131,6 +152,14 @@ def bucket_source(inputs: Sequence[Path], buckets: int, workdir: Path) -> Iterat
     if all(_is_ipc_file(p) for p in inputs):
         _check_schemas([_mapped(str(p)).schema for p in inputs], inputs)
         yield BucketSource(tuple(str(p) for p in inputs), buckets, False)
+        return
+    sizes = [_parquet_bytes_uncompressed(p) for p in inputs]
+    if memory_budget > 0 and all(n is not None for n in sizes) and \
+            sum(n or 0 for n in sizes) <= memory_budget:
+        tables = [read_table_file(p) for p in inputs]
+        _check_schemas([t.schema for t in tables], inputs)
+        yield BucketSource(tuple(f"mem:{i}" for i in range(len(tables))), buckets, False,
+                           tuple(tables))
         return
     tmp = workdir / f".partition-{uuid.uuid4().hex}"
     tmp.mkdir(parents=True)
@@ -246,7 +275,7 @@ def _local(source: BucketSource, config: DedupConfig, threads: int | None
 
     cache: dict[str, np.ndarray] = {}
     for path in () if source.partitioned else source.files:
-        cache[path] = _bucket_ids(_mapped(path), source.buckets)
+        cache[path] = _bucket_ids(source.open(path), source.buckets)
     with ThreadPoolExecutor(max_workers=LOCAL_AHEAD + 1) as pool:
         pending: dict[int, Future[Any]] = {}
         nxt = 0
@@ -298,11 +327,13 @@ def ingest_tables_to_store(
     ray_address: str | None = None,
     embedding_model: str | None = None,
     hooks: Sequence[Callable[..., Any]] = (),
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> tuple[IngestionResult, Path]:
     """Read segments tables (Parquet / Arrow IPC), dedup them bucket by bucket, write the
     store atomically. The returned result is a summary: ``documents`` in full, ``decisions``
     with the ``action`` column only and ``kept`` with ``segment_id`` only (the data is in the
-    store)."""
+    store). ``memory_budget``: Parquet inputs up to this many uncompressed bytes are read
+    whole instead of partitioned to disk first (local engine; 0 always partitions)."""
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose 'local' or 'ray'")
     if buckets < 1:
@@ -316,7 +347,8 @@ def ingest_tables_to_store(
     writer = StoreWriter(root, buckets=buckets, config=cfg, inputs=[str(p) for p in paths],
                          embedding_model=embedding_model, hooks=hooks,
                          extra={"engine": engine})
-    with writer, bucket_source(paths, buckets, root) as source:
+    budget = memory_budget if engine == "local" else 0  # Ray tasks read files
+    with writer, bucket_source(paths, buckets, root, budget) as source:
         timings["partition"] = time.perf_counter() - start
         stream = _local(source, cfg, threads) if engine == "local" else \
             _ray(source, cfg, ray_address)

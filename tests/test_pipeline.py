@@ -79,20 +79,25 @@ def test_same_decisions_as_whole_ingest_for_any_bucket_count(inputs, tmp_path):
 def test_parquet_streaming_equals_ipc_and_write_store(inputs, tmp_path):
     ingest_tables_to_store([inputs["ipc"]], tmp_path / "ipc", buckets=4)
     ingest_tables_to_store([inputs["parquet"]], tmp_path / "pq", buckets=4)
-    ingest_tables_to_store([inputs["part1"], inputs["part2"]], tmp_path / "parts", buckets=4)
+    # memory_budget=0: the partitioning pass to disk (what a corpus larger than memory takes).
+    ingest_tables_to_store([inputs["parquet"]], tmp_path / "pq0", buckets=4, memory_budget=0)
+    ingest_tables_to_store([inputs["part1"], inputs["part2"]], tmp_path / "parts", buckets=4,
+                           memory_budget=0)
     write_store(ingest(corpus()), tmp_path / "whole", buckets=4)
     ref = data_files(tmp_path / "ipc")
-    assert ref == data_files(tmp_path / "pq") == data_files(tmp_path / "parts")
+    assert ref == data_files(tmp_path / "pq") == data_files(tmp_path / "pq0") \
+        == data_files(tmp_path / "parts")
     whole = data_files(tmp_path / "whole")
     # The whole-result writer stores the same bucket files (documents.parquet keeps the
     # input order of documents there, bucket order here).
     assert {k: v for k, v in whole.items() if k != "documents.parquet"} == \
         {k: v for k, v in ref.items() if k != "documents.parquet"}
-    assert not any(p.name.startswith(".partition") for p in (tmp_path / "pq").iterdir())
+    assert not any(p.name.startswith(".partition") for p in (tmp_path / "pq0").iterdir())
 
 
 def test_byte_identical_across_runs_and_threads(inputs, tmp_path):
-    ingest_tables_to_store([inputs["parquet"]], tmp_path / "a", buckets=5, threads=1)
+    ingest_tables_to_store([inputs["parquet"]], tmp_path / "a", buckets=5, threads=1,
+                           memory_budget=0)
     ingest_tables_to_store([inputs["parquet"]], tmp_path / "b", buckets=5, threads=2)
     assert data_files(tmp_path / "a") == data_files(tmp_path / "b")
 
