@@ -384,8 +384,22 @@ def main() -> None:
                       "engineers' processes ran at the same time, so absolute times are noisy."],
         }
         path.write_text(json.dumps(result, indent=2, default=float) + "\n")
-        plot(result, out_dir)
+        images = plot(result, out_dir)
+        if not args.quick and out_dir == RESULTS:
+            render_readme(result, images)
         print(f"wrote {path} ({part})", flush=True)
+
+
+def render_readme(result: dict[str, Any], images: list[Path]) -> None:
+    """Regenerate this benchmark's block of benchmarks/README.md (the harness's format)."""
+    from .__main__ import section_markdown
+    from .common import replace_block
+
+    readme = Path(__file__).resolve().parent / "README.md"
+    text = readme.read_text()
+    text = replace_block(text, "<!-- bench:scale:start -->", "<!-- bench:scale:end -->",
+                         section_markdown(result, images, readme))
+    readme.write_text(text)
 
 
 if __name__ == "__main__":
