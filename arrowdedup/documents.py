@@ -122,8 +122,9 @@ def ingest_documents(
 
     start = time.perf_counter()
     model = get_embedder(embedder)
+    if isinstance(embedder, str):
+        stages["embedder_load"] = time.perf_counter() - start
     check_store_model(store_root, model.name, model.dim)
-    stages["embedder_load"] = time.perf_counter() - start
 
     start = time.perf_counter()
     cache = EmbeddingCache(store_root / "cache", model.name, model.dim)
