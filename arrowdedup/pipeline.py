@@ -124,6 +124,18 @@ class BucketSource:
         raise InputError("no input rows and no schema; pass a non-empty segments table")
 
 
+def check_inputs(inputs: Sequence[Path]) -> None:
+    """Refuse a missing input before anything is created."""
+    if not inputs:
+        raise InputError("no input files given; pass at least one Parquet or Arrow IPC file")
+    for p in inputs:
+        if not p.exists():
+            raise InputError(f"input file {p} does not exist; check the path")
+        if p.is_dir():
+            raise InputError(f"input {p} is a directory; pass the Parquet/IPC files inside it "
+                             "(or use the documents pipeline for a folder of documents)")
+
+
 def _parquet_bytes_uncompressed(path: Path) -> int | None:
     try:
         with path.open("rb") as fh:
@@ -141,14 +153,7 @@ def bucket_source(inputs: Sequence[Path], buckets: int, workdir: Path,
     """The :class:`BucketSource` of ``inputs``; partition files live under ``workdir`` and
     are removed afterwards. Parquet inputs whose uncompressed size is at most
     ``memory_budget`` bytes in total are read into memory instead of partitioned."""
-    if not inputs:
-        raise InputError("no input files given; pass at least one Parquet or Arrow IPC file")
-    for p in inputs:
-        if not p.exists():
-            raise InputError(f"input file {p} does not exist; check the path")
-        if p.is_dir():
-            raise InputError(f"input {p} is a directory; pass the Parquet/IPC files inside it "
-                             "(or use the documents pipeline for a folder of documents)")
+    check_inputs(inputs)
     if all(_is_ipc_file(p) for p in inputs):
         _check_schemas([_mapped(str(p)).schema for p in inputs], inputs)
         yield BucketSource(tuple(str(p) for p in inputs), buckets, False)
@@ -341,6 +346,7 @@ def ingest_tables_to_store(
     cfg = resolve_config(config)
     root = Path(out)
     paths = [Path(p) for p in inputs]
+    check_inputs(paths)
     start = time.perf_counter()
     timings: dict[str, float] = {}
     summaries: list[BucketSummary] = []

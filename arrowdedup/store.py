@@ -439,7 +439,9 @@ class StoreWriter:
     def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
         try:
             if self._vec is not None:
-                self._vec.close()
+                # Closing flushes; on a full disk that fails too, and the version is dropped.
+                with contextlib.suppress(OSError):
+                    self._vec.close()
                 self._vec = None
             if self.tmp is not None and self.tmp.exists():
                 shutil.rmtree(self.tmp, ignore_errors=True)
