@@ -727,7 +727,8 @@ def open_store(path: str | Path | Store) -> Store:
         return path
     root = Path(path)
     if not root.exists():
-        raise StoreError(f"no store at {root}; create one with `arrowdedup ingest ... --out {root}`")
+        raise StoreError(
+            f"no store at {root}; create one with `arrowdedup ingest ... --out {root}`")
     version = current_version(root)
     if version is None or not version.is_dir():
         raise StoreError(
