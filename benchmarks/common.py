@@ -54,7 +54,12 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
     return {
+        "load_average_1_5_15m": load,  # the machines are shared: context for the timings
         "cpu": cpu,
         "cores": os.cpu_count(),
         "memory_gb": memory_gb,
