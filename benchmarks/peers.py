@@ -26,7 +26,7 @@ from .common import fmt, table, timed
 
 TITLE = "Against peers (same embeddings, same order)"
 FULL = {"a": {"docs": 20_000, "segments": 50}, "b": {"docs": 1, "segments": 30_000},
-        "semhash_sample_docs": 400, "minhash_sample_docs": 200}
+        "semhash_sample_docs": 4_000, "minhash_sample_docs": 200}
 QUICK = {"a": {"docs": 40, "segments": 50}, "b": {"docs": 1, "segments": 600},
          "semhash_sample_docs": 5, "minhash_sample_docs": 5}
 MINHASH = {"num_perm": 128, "threshold": 0.8, "seed": 1}
