@@ -632,3 +632,28 @@ def test_fuzz_any_text_extracts_or_refuses_cleanly(text: str, suffix: str) -> No
         validate(frame)
         assert frame["segment_id"].is_unique().all()
         assert frame.filter(pl.col("text").str.strip_chars() == "").height == 0
+
+
+_PLAIN = st.text(alphabet=st.sampled_from(list("ab cd\n\t#->+=:.,;'\"()/|%$@^~1-é中")),
+                 max_size=200)
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=_PLAIN)
+def test_plain_text_fast_path_equals_the_inline_parser(text: str) -> None:
+    # Inline content without inline syntax skips markdown-it's inline parser; it must give
+    # exactly what the parser gives.
+    import re
+
+    from arrowdedup.extract import markdown
+
+    text = text.lstrip("-+")  # front matter is not what this test is about
+    fast = markdown.parse_markdown(text, "x.md")
+    saved = markdown._INLINE_SYNTAX
+    markdown._INLINE_SYNTAX = re.compile("")  # every inline token through the parser
+    try:
+        slow = markdown.parse_markdown(text, "x.md")
+    finally:
+        markdown._INLINE_SYNTAX = saved
+    assert (fast.texts, fast.types, fast.sections) == (slow.texts, slow.types, slow.sections)
+

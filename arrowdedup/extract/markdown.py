@@ -93,6 +93,10 @@ def _shortcode_inline(state: StateInline, silent: bool) -> bool:
     return True
 
 
+# Characters that start an inline construct of CommonMark (or our shortcode rule). Text without
+# any of them parses to plain text and soft/hard breaks, so the inline parser is skipped for it.
+_INLINE_SYNTAX = re.compile(r"[\\`*_\[\]!<&{]")
+
 _PARSER: MarkdownIt | None = None
 
 
@@ -107,6 +111,8 @@ def parser() -> MarkdownIt:
         )
         md.inline.ruler.after("text", "shortcode", _shortcode_inline)
         md.inline.add_terminator_char("{")
+        # Inline content is parsed in parse_markdown, only where it has inline syntax.
+        md.core.ruler.disable("inline")
         # Link targets are never output; skip URL normalisation (a measurable share of the time).
         md.validateLink = lambda url: True  # type: ignore[method-assign]
         md.normalizeLink = lambda url: url  # type: ignore[method-assign]
@@ -123,7 +129,7 @@ def _inline_lines(children: Sequence[Token]) -> tuple[list[str], list[str]]:
     def walk(tokens: Sequence[Token]) -> None:
         for tok in tokens:
             kind = tok.type
-            if kind == "text":
+            if kind in ("text", "text_special"):  # text_special: escapes and entities
                 current.append(tok.content)
             elif kind == "code_inline":
                 content = tok.content
@@ -144,7 +150,12 @@ def _inline_lines(children: Sequence[Token]) -> tuple[list[str], list[str]]:
 def inline_text(token: Token) -> str:
     """Visible text of an inline token: soft breaks become spaces, hard breaks newlines, and
     lines holding only an attribute list ("{.class}") are dropped."""
-    lines, breaks = _inline_lines(token.children or [])
+    if token.meta.get("plain"):
+        lines = token.content.split("\n")
+        # The CommonMark rule: a line ending in two or more spaces ends with a hard break.
+        breaks = ["\n" if line.endswith("  ") else " " for line in lines[:-1]]
+    else:
+        lines, breaks = _inline_lines(token.children or [])
     out: list[str] = []
     for i, line in enumerate(lines):
         text = squash(line)
@@ -206,7 +217,16 @@ class _Container:
 def parse_markdown(text: str, display: str) -> ParsedDoc:
     """Segments of one Markdown document (newlines already normalised to "\\n")."""
     meta, body = split_front_matter(text, display)
-    tokens = parser().parse(body)
+    md = parser()
+    env: dict[str, object] = {}
+    tokens = md.parse(body, env)
+    for tok in tokens:
+        if tok.type == "inline":
+            if _INLINE_SYNTAX.search(tok.content) is None:
+                tok.meta["plain"] = True
+            else:
+                tok.children = []
+                md.inline.parse(tok.content, md, env, tok.children)
     doc = ParsedDoc(created_at=meta.created_at, language=meta.language)
     h1_texts = [
         _heading_text(tokens[i + 1])
