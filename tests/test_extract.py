@@ -657,3 +657,15 @@ def test_plain_text_fast_path_equals_the_inline_parser(text: str) -> None:
         markdown._INLINE_SYNTAX = saved
     assert (fast.texts, fast.types, fast.sections) == (slow.texts, slow.types, slow.sections)
 
+
+
+@pytest.mark.slow
+def test_extraction_benchmark_quick() -> None:
+    need(OTEL_CONTENT)
+    from benchmarks import extraction
+
+    result = extraction.run(quick=True)
+    figures = result["figures"]
+    assert figures["files"] > 700 and figures["segments"] > 20_000
+    assert figures["serial_seconds"] > 0 and figures["parallel_seconds"] > 0
+    assert result["tables"][0]["rows"][0][1] == figures["files"]
