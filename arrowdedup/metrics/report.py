@@ -25,6 +25,7 @@ from ..store import Store, open_store
 from .views import CORPUS_METRICS, connect, corpus_metrics
 from .warnings import MetricWarning, compute_warnings
 
+MAX_DUPLICATES_SHOWN = 10  # per boosted segment in the report table (the view has them all)
 ACTIONS = ("dropped_exact", "merged_near", "filtered_low_salience")
 ACTION_LABELS = {"dropped_exact": "exact", "merged_near": "near",
                  "filtered_low_salience": "filtered"}
@@ -149,7 +150,7 @@ def action_figure(data: ReportData) -> Figure:
             ax.bar(types, heights, bottom=bottom, label=ACTION_LABELS[action],
                    color=ACTION_COLORS[action])
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
         ax.tick_params(axis="x", labelrotation=30)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     else:
@@ -234,9 +235,13 @@ def _fmt(value: float | None, pct: bool = False) -> str:
     return f"{value:.1%}" if pct else f"{value:.3f}"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def _table(header: list[str], rows: list[list[str]], numeric: tuple[int, ...] = ()) -> str:
+    """An HTML table of already-escaped cells; ``numeric`` columns never wrap."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>"
+                         for i, c in enumerate(row)) + "</tr>"
+        for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -244,8 +249,10 @@ _CSS = """
 body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; color: #222; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }
 th { background: #f2f2f2; } img { display: block; margin: 0.6em 0; max-width: 100%; }
+td.num { white-space: nowrap; overflow-wrap: normal; }
 .warn { color: #a40000; } .muted { color: #666; }
 """
 
@@ -286,16 +293,19 @@ def render_html(
     if top.height:
         rows = []
         for r in top.iter_rows(named=True):
+            shown = r["duplicates"][:MAX_DUPLICATES_SHOWN]
             dups = ", ".join(
                 f"{d['segment_id']} ({ACTION_LABELS.get(d['action'], d['action'])}"
                 + (f", sim {d['similarity']:.3f}" if d["similarity"] is not None else "") + ")"
-                for d in r["duplicates"])
+                for d in shown)
+            if len(r["duplicates"]) > len(shown):
+                dups += f" … and {len(r['duplicates']) - len(shown)} more"
             rows.append([html.escape(str(r["doc_id"])), html.escape(str(r["segment_id"])),
                          f"{r['salience_boost']:.3f}", str(r["near_duplicate_count"]),
                          str(r["exact_duplicate_count"]), html.escape(str(r["text"] or "")),
                          html.escape(dups)])
         parts.append(_table(["doc_id", "segment_id", "boost", "near", "exact", "text",
-                             "merged duplicates"], rows))
+                             "merged duplicates"], rows, numeric=(2, 3, 4)))
     else:
         parts.append("<p class='muted'>No segment was boosted.</p>")
     parts.append("</body></html>")
