@@ -152,7 +152,12 @@ def headline(result: dict[str, Any]) -> list[str]:
     r = runs.get("model2vec_all") if isinstance(runs, dict) else None
     if not r:
         return []
-    return [f"Real corpus (opentelemetry.io, {r['files']:,} Markdown docs, {r['segments']:,} "
+    line = (f"Real corpus (opentelemetry.io, {r['files']:,} Markdown docs, {r['segments']:,} "
             f"segments) end to end with Model2Vec in {r['total_s']:.1f} s: "
             f"{r['dedup_ratio']:.1%} removed inside documents, "
-            f"{r['cross_language_merges']} cross-language merges."]
+            f"{r['cross_language_merges']} cross-language merges")
+    m = runs.get("minilm_en_sample")
+    if m:
+        line += (f"; MiniLM on {m['files']} English docs: {m['dedup_ratio']:.1%} removed "
+                 f"in {m['total_s']:.1f} s")
+    return [line + "."]
