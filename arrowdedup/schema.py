@@ -156,7 +156,9 @@ def validate(
         )
     schema = frame.schema
     for col in ("doc_id", "segment_id", "segment_type", "language", "content_hash", "doc_type"):
-        if col in schema and not isinstance(schema[col], _STRINGISH):
+        # An all-null optional column (language, doc_type) may arrive typed as Null.
+        all_null_ok = col in ("language", "doc_type") and schema.get(col) == pl.Null
+        if col in schema and not isinstance(schema[col], _STRINGISH) and not all_null_ok:
             raise SchemaError(
                 f"column {col!r} has type {schema[col]}, expected a string; "
                 f"cast it with pl.col({col!r}).cast(pl.String)"
@@ -171,6 +173,11 @@ def validate(
             f"column 'position' has type {schema['position']}, expected an integer type; "
             "cast it with pl.col('position').cast(pl.Int32)"
         )
+    if "content_hash" in schema and frame.get_column("content_hash").null_count():
+        rows = np.flatnonzero(frame.get_column("content_hash").is_null().to_numpy())
+        raise _refuse("content_hash", "null values", rows,
+                      "give every row a hash, or drop the column to let arrowdedup compute "
+                      "XXH64 of the text")
     for col in REQUIRED:
         nulls = frame.get_column(col).is_null()
         if nulls.any():
