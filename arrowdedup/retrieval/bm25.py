@@ -13,6 +13,7 @@ The vocabulary is sorted, so identical inputs write identical index files. Scori
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ def _bm25s() -> Any:
         import bm25s
     except ImportError as err:
         raise MissingDependencyError("bm25s", "bm25", "the BM25 index") from err
+    # bm25s reports each index build on its own logger; that is noise on our command line.
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
     return bm25s
 
 
