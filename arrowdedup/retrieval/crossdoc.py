@@ -168,24 +168,44 @@ def unit_matrix(frame: pl.DataFrame, column: str = "embedding") -> tuple[np.ndar
     return _normalise(matrix, present, column)
 
 
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def _unit_rows(matrix: np.ndarray, present: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One pass: unit float32 rows, the usable mask and the finite mask (NaN / inf anywhere in
+    a row make its float64 sum of squares non-finite)."""
+    n, d = matrix.shape
+    unit = np.zeros((n, d), dtype=np.float32)
+    usable = np.zeros(n, dtype=np.bool_)
+    finite = np.ones(n, dtype=np.bool_)
+    for i in range(n):
+        acc = 0.0
+        for t in range(d):
+            v = np.float64(matrix[i, t])
+            acc += v * v
+        if not np.isfinite(acc):
+            finite[i] = False
+        elif present[i] and acc > 0.0:
+            usable[i] = True
+            inv = np.float32(1.0 / np.sqrt(acc))
+            for t in range(d):
+                unit[i, t] = np.float32(matrix[i, t]) * inv
+    return unit, usable, finite
+
+
 def _normalise(matrix: np.ndarray, present: np.ndarray,
                column: str) -> tuple[np.ndarray, np.ndarray]:
     """Unit rows and the usable mask; NaN / inf anywhere in a row makes its norm non-finite."""
     n = matrix.shape[0]
     if matrix.shape[1] == 0:
         return np.zeros((n, 0), np.float32), np.zeros(n, dtype=bool)
-    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
-    finite = np.isfinite(norms)
+    unit, usable, finite = _unit_rows(matrix, np.ascontiguousarray(present, dtype=np.bool_))
     if not finite.all():
         raise SchemaError(
             f"column {column!r}: NaN or infinite values at rows "
             f"{first_rows(np.flatnonzero(~finite))}; "
             "embeddings must be finite: re-embed those results or set them to null"
         )
-    usable = present & (norms > 0)
-    inv = np.zeros(n, dtype=np.float32)
-    np.divide(1.0, norms, out=inv, where=usable, casting="unsafe")
-    return np.ascontiguousarray(matrix * inv[:, None], dtype=np.float32), usable
+    return unit, usable
 
 
 def language_codes(frame: pl.DataFrame) -> np.ndarray:
