@@ -126,13 +126,13 @@ def unit_matrix(frame: pl.DataFrame, column: str = "embedding") -> tuple[np.ndar
     infinite values and mixed dimensions, naming the rows (SPEC §1).
     """
     n = frame.height
-    dtype = frame.schema[column]
+    series = frame.get_column(column)
+    dtype = series.dtype  # cheaper than frame.schema, which builds the whole schema
     if not isinstance(dtype, (pl.Array, pl.List)) or not dtype.inner.is_numeric():
         raise SchemaError(
             f"column {column!r} has type {dtype}, expected a list or fixed-size list of floats; "
             "give each result its embedding as pl.Array(pl.Float32, d) (null when unknown)"
         )
-    series = frame.get_column(column)
     if isinstance(dtype, pl.Array) and series.null_count() == 0 and dtype.inner == pl.Float32:
         # The common case (a float32 fixed-size list without nulls) is a free 2-D view.
         return _normalise(np.asarray(series.to_numpy()), np.ones(n, dtype=bool), column)
@@ -218,11 +218,21 @@ def language_codes(frame: pl.DataFrame) -> np.ndarray:
     return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def displaced_lists(ids: pa.Array, rep: np.ndarray) -> tuple[np.ndarray, pa.Array]:
-    """Kept row indices and, aligned with them, the list of ids each one displaced."""
+_EMPTY_IDS = pa.array([], type=pa.large_string())
+
+
+def displaced_lists(ids: pa.Array | None, rep: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """Kept row indices and, aligned with them, the list of ids each one displaced.
+
+    ``ids`` may be ``None`` when no row was skipped (the ids are then not needed).
+    """
     n = rep.shape[0]
     kept = np.flatnonzero(rep < 0)
     skipped = np.flatnonzero(rep >= 0)
+    if skipped.size == 0:
+        return kept, pa.LargeListArray.from_arrays(
+            pa.array(np.zeros(kept.size + 1, dtype=np.int64)), _EMPTY_IDS)
+    assert ids is not None
     # Position of each kept row in the output, so skipped rows can be bucketed by their rep.
     slot = np.full(n, -1, dtype=np.int64)
     slot[kept] = np.arange(kept.size)
@@ -265,7 +275,7 @@ def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFra
             NoEmbeddingsWarning, stacklevel=2,
         )
     rep = duplicate_of(unit, usable, language_codes(frame), cfg.retrieval.similarity_threshold)
-    ids = _single_chunk(frame.get_column("segment_id").to_arrow())
+    ids = _single_chunk(frame.get_column("segment_id").to_arrow()) if (rep >= 0).any() else None
     kept, lists = displaced_lists(ids, rep)
     out = frame.drop("displaced_ids") if "displaced_ids" in frame.columns else frame
     if kept.size != frame.height:
