@@ -39,6 +39,23 @@ def effective_threshold(threshold: float) -> float:
     return float(np.float32(threshold - COSINE_SLACK))
 
 
+@numba.njit(inline="always")
+def filtered_or_exact(r: int, filtered: np.ndarray, hash_class: np.ndarray,
+                      sel_of_class: np.ndarray, action: np.ndarray, rep: np.ndarray) -> bool:
+    """SPEC §2 steps 1 and 3 for row ``r``: the noise filter, then an exact copy of a selected
+    segment. Records the decision and returns True when one of them applies. Shared by every
+    kernel so the exact and LSH paths cannot drift apart."""
+    if filtered[r]:
+        action[r] = FILTERED
+        return True
+    s = sel_of_class[hash_class[r]]
+    if s >= 0:
+        action[r] = DROPPED_EXACT
+        rep[r] = s
+        return True
+    return False
+
+
 @numba.njit(nogil=True, cache=True, fastmath=True)
 def _scan_group(
     rows: np.ndarray,
@@ -63,15 +80,9 @@ def _scan_group(
     nsel = 0
     for i in range(m):
         r = rows[i]
-        if filtered[r]:
-            action[r] = FILTERED
+        if filtered_or_exact(r, filtered, hash_class, sel_of_class, action, rep):
             continue
         c = hash_class[r]
-        s = sel_of_class[c]
-        if s >= 0:
-            action[r] = DROPPED_EXACT
-            rep[r] = s
-            continue
         if usable[r]:
             scale = inv_norm[r]
             for k in range(d):

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import numba
 import numpy as np
 
-from .kernels import DROPPED_EXACT, FILTERED, KEPT, MERGED_NEAR
+from .kernels import KEPT, MERGED_NEAR, filtered_or_exact
 
 BLOCK = 1024
 CHUNK = 4096
@@ -103,15 +103,9 @@ def _scan_block(
     nin = 0
     for t in range(brows.shape[0]):
         r = brows[t]
-        if filtered[r]:
-            action[r] = FILTERED
+        if filtered_or_exact(r, filtered, hash_class, sel_of_class, action, rep):
             continue
         c = hash_class[r]
-        s = sel_of_class[c]
-        if s >= 0:
-            action[r] = DROPPED_EXACT
-            rep[r] = s
-            continue
         if usable[r]:
             # sel_of_class only grows, so a row that is no exact duplicate now was none at the
             # start of the block and has a candidate slot.

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from .config import IngestionConfig, LshMethod
-from .kernels import DROPPED_EXACT, FILTERED, KEPT, MERGED_NEAR
+from .kernels import KEPT, MERGED_NEAR, filtered_or_exact
 
 PROJECT_CHUNK = 4096
 
@@ -217,15 +217,9 @@ def _scan_lsh(
     nsel = 0
     for i in range(m):
         r = rows[i]
-        if filtered[r]:
-            action[r] = FILTERED
+        if filtered_or_exact(r, filtered, hash_class, sel_of_class, action, rep):
             continue
         c = hash_class[r]
-        s = sel_of_class[c]
-        if s >= 0:
-            action[r] = DROPPED_EXACT
-            rep[r] = s
-            continue
         if usable[r]:
             scale = inv_norm[r]
             for k in range(d):

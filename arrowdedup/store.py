@@ -159,7 +159,8 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks (the manifest's checksums)."""
     h = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -547,7 +548,7 @@ class StoreWriter:
             self._write("documents.parquet", _parquet_bytes(doc_table), doc_table.num_rows)
         vec_path = self._finish_vectors()
         with ThreadPoolExecutor(max_workers=4) as pool:
-            vec_hash = pool.submit(_sha256, vec_path) if vec_path is not None else None
+            vec_hash = pool.submit(sha256_file, vec_path) if vec_path is not None else None
             if self.hooks:
                 frame = hook_frame if hook_frame is not None else self._kept_frame()
                 for hook in self.hooks:

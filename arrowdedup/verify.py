@@ -19,7 +19,6 @@ The LSH mode may miss merges by design (SPEC §5), so the kept-pair check is ski
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from .errors import ArrowDedupError, StoreError
-from .store import CURRENT, Store, bucket_of, open_store
+from .store import CURRENT, Store, bucket_of, open_store, sha256_file
 
 # SPEC §5: kernels may disagree on pairs within 1e-5 of the threshold.
 TOLERANCE = 1e-5
@@ -119,14 +118,6 @@ def verify_store(path: str | Path, *, max_problems: int = 100) -> VerifyReport:
 # ----------------------------------------------------------------------------- files
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _rows_of(path: Path) -> int:
     if path.suffix == ".parquet":
         return int(pq.ParquetFile(path).metadata.num_rows)
@@ -155,7 +146,7 @@ def _check_files(store: Store, out: _Collector) -> bool:
         if not isinstance(entry, dict):
             out.add("files", rel, "manifest entry is not an object; the manifest is damaged")
             continue
-        digest = _sha256(path)
+        digest = sha256_file(path)
         if digest != entry.get("sha256"):
             out.add("files", rel, f"sha256 {digest[:12]}… differs from the manifest's "
                     f"{str(entry.get('sha256'))[:12]}…: the file changed after it was written; "
