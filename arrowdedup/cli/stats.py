@@ -53,8 +53,10 @@ def _rows_table(title: str, columns: list[str], rows: list[tuple[Any, ...]]) -> 
     for col in columns:
         table.add_column(col)
     for row in rows:
-        table.add_row(*(_number(v) if v is None or isinstance(v, float) else str(v)
-                        for v in row))
+        # A null in a row is a missing key (a document without language, say), not a metric
+        # that lacks data.
+        table.add_row(*("(none)" if v is None else _number(v) if isinstance(v, float)
+                        else str(v) for v in row))
     return table
 
 
