@@ -174,3 +174,23 @@ def seconds(value: float) -> str:
     if value < 1:
         return f"{value * 1e3:.0f} ms"
     return f"{value:.2f} s"
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the headless Agg backend (benchmarks run without a screen)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path, dpi: int = 110) -> list[Path]:
+    """Lay out, write and close a figure; the list a benchmark's ``plot`` returns."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return [path]

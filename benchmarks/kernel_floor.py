@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import table, timed, timeit
+from .common import pyplot, save_figure, table, timed, timeit
 
 TITLE = "Kernel vs the physical floor (one document)"
 FULL_SIZES = (500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000)
@@ -73,10 +73,7 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
     pts = result.get("figures", {}).get("points")
     if not pts:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4.2))
     n = [p["n"] for p in pts]
@@ -86,11 +83,7 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
            title="Exact greedy vs the all-pairs floor")
     ax.grid(alpha=0.3, which="both")
     ax.legend()
-    fig.tight_layout()
-    path = out_dir / "kernel_floor.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return save_figure(fig, out_dir / "kernel_floor.png")
 
 
 def headline(result: dict[str, Any]) -> list[str]:

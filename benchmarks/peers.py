@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import fmt, table, timed
+from .common import fmt, pyplot, save_figure, table, timed
 
 TITLE = "Against peers (same embeddings, same order)"
 FULL = {"a": {"docs": 20_000, "segments": 50}, "b": {"docs": 1, "segments": 30_000},
@@ -205,10 +205,7 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
     f = result.get("figures", {})
     if "a" not in f:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     names = ["arrowdedup", "SemHash BASIC", "group_by+NumPy", "MinHashLSH"]
@@ -220,11 +217,7 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
         ax.set(xlabel="seconds (log)", title=f"({key}) {c['segments']:,} segments, "
                                              f"{c['docs']:,} doc(s)")
         ax.invert_yaxis()
-    fig.tight_layout()
-    path = out_dir / "peers.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return save_figure(fig, out_dir / "peers.png")
 
 
 def headline(result: dict[str, Any]) -> list[str]:

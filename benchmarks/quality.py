@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .common import SHARED_DATA, fmt, table
+from .common import SHARED_DATA, fmt, pyplot, save_figure, table
 
 TITLE = "Quality: precision / recall of the merge threshold"
 PAIRS = SHARED_DATA / "pairs"
@@ -113,10 +113,7 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
     details = result.get("figures", {}).get("details")
     if not details:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
     for key, info in details.items():
@@ -137,11 +134,7 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
     ax2.axvline(0.90, color="grey", lw=0.8, ls="--")
     ax2.grid(alpha=0.3)
     ax2.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "quality_precision_recall.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return save_figure(fig, out_dir / "quality_precision_recall.png")
 
 
 def headline(result: dict[str, Any]) -> list[str]:

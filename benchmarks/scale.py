@@ -34,7 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from .common import RESULTS, SHARED_DATA, git_commit, machine, now, table, versions
+from .common import (
+    RESULTS,
+    SHARED_DATA,
+    git_commit,
+    machine,
+    now,
+    pyplot,
+    save_figure,
+    table,
+    versions,
+)
 
 TITLE = "Scale: large documents (exact, LSH), real corpus, engines"
 SIZES = (1_000, 10_000, 50_000, 100_000, 200_000)
@@ -304,10 +314,7 @@ def tables(figures: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = (result.get("figures") or {}).get("sweep") or []
     if not rows:
@@ -324,11 +331,7 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
     ax.set_title("One large document, 384-d, 2 cores")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    path = out_dir / "scale.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return save_figure(fig, out_dir / "scale.png", dpi=120)
 
 
 def headline(result: dict[str, Any]) -> list[str]:
