@@ -122,6 +122,29 @@ def test_refuses_nan_and_missing_columns():
         dedupe_ranked(pl.DataFrame({"segment_id": ["a"]}))
 
 
+def test_integer_ids_and_a_stale_displaced_ids_column():
+    frame = ranked([7, 8, 9], [np.ones(3), np.ones(3), np.eye(3)[0]],
+                   displaced_ids=[["old"], [], []])
+    out = dedupe_ranked(frame)
+    assert out.columns == ["segment_id", "embedding", "displaced_ids"]
+    assert out.schema["displaced_ids"] == pl.List(pl.Int64)
+    assert out.get_column("displaced_ids").to_list() == [[8], []]
+    kept_all = dedupe_ranked(frame[[0, 2]])
+    assert kept_all.schema["displaced_ids"] == pl.List(pl.Int64)
+    assert kept_all.get_column("displaced_ids").to_list() == [[], []]
+
+
+def test_displaced_lists_keep_rank_order_across_many_owners():
+    rng = np.random.default_rng(5)
+    base = rng.normal(size=(5, 16))
+    order = [0, 1, 2, 3, 4, 0, 3, 1, 0, 4, 3, 2, 0]  # later rows repeat earlier directions
+    frame = ranked([f"r{i}" for i in range(len(order))], [base[k] for k in order])
+    out = dedupe_ranked(frame)
+    assert out.get_column("segment_id").to_list() == ["r0", "r1", "r2", "r3", "r4"]
+    assert out.get_column("displaced_ids").to_list() == [
+        ["r5", "r8", "r12"], ["r7"], ["r11"], ["r6", "r10"], ["r9"]]
+
+
 def test_empty_input():
     frame = ranked(["a"], [np.ones(3)]).clear()
     out = dedupe_ranked(frame)

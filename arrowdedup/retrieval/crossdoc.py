@@ -26,43 +26,191 @@ from ..errors import SchemaError, first_rows
 from ..kernels import effective_threshold
 
 _DEFAULT = DedupConfig()  # frozen: safe to share, and validating it per call costs ~0.1 ms
+# Reassociation lets LLVM vectorise the dot products; no nnan / ninf, which would fold away
+# the finiteness checks.
+_FASTMATH = {"reassoc", "contract"}
 
 
 class NoEmbeddingsWarning(UserWarning):
     """``dedupe_ranked`` got results none of which has a usable embedding: nothing is deduped."""
 
 
-@numba.njit(nogil=True, cache=True, fastmath=True)
+@numba.njit(inline="always", fastmath=_FASTMATH)
+def _pair_dots(a0: np.ndarray, a1: np.ndarray, matrix: np.ndarray, selected: np.ndarray,
+               nsel: int, dots: np.ndarray) -> None:
+    """Raw dot products of rows ``a0`` and ``a1`` with the first ``nsel`` selected rows.
+
+    Two rows against four selected rows per pass over the dimensions: six vector loads feed
+    eight multiply-adds. The scan is bound by loads from L2 (a 100 × 384 float32 block is
+    150 kB), so this is what makes it fast, not the arithmetic.
+    """
+    d = matrix.shape[1]
+    s = 0
+    while s + 4 <= nsel:
+        b0 = matrix[selected[s]]
+        b1 = matrix[selected[s + 1]]
+        b2 = matrix[selected[s + 2]]
+        b3 = matrix[selected[s + 3]]
+        c00 = c01 = c02 = c03 = np.float32(0.0)
+        c10 = c11 = c12 = c13 = np.float32(0.0)
+        for t in range(d):
+            x = a0[t]
+            y = a1[t]
+            u = b0[t]
+            c00 += x * u
+            c10 += y * u
+            u = b1[t]
+            c01 += x * u
+            c11 += y * u
+            u = b2[t]
+            c02 += x * u
+            c12 += y * u
+            u = b3[t]
+            c03 += x * u
+            c13 += y * u
+        dots[0, s] = c00
+        dots[0, s + 1] = c01
+        dots[0, s + 2] = c02
+        dots[0, s + 3] = c03
+        dots[1, s] = c10
+        dots[1, s + 1] = c11
+        dots[1, s + 2] = c12
+        dots[1, s + 3] = c13
+        s += 4
+    while s < nsel:
+        b = matrix[selected[s]]
+        c0 = np.float32(0.0)
+        c1 = np.float32(0.0)
+        for t in range(d):
+            c0 += a0[t] * b[t]
+            c1 += a1[t] * b[t]
+        dots[0, s] = c0
+        dots[1, s] = c1
+        s += 1
+
+
+@numba.njit(inline="always", fastmath=_FASTMATH)
+def _greedy_into(matrix: np.ndarray, inv: np.ndarray, usable: np.ndarray, lang: np.ndarray,
+                 thr: np.float32, rep: np.ndarray) -> None:
+    """The greedy scan of SPEC §4.5, writing ``rep`` (-1 = kept, else the kept row repeated).
+
+    ``matrix`` rows need not be unit length: the cosine is ``dot · inv[i] · inv[j]`` with
+    ``inv`` the inverse norms (ones for unit rows). Rows are taken two at a time: both are
+    compared with every row selected before them (:func:`_pair_dots`), then decided in rank
+    order, the second also against the first when the first was selected. A row goes to the
+    first selected row, in rank order, that it repeats.
+    """
+    n, d = matrix.shape
+    selected = np.empty(n, dtype=np.int64)
+    dots = np.empty((2, n), dtype=np.float32)
+    nsel = 0
+    for i in range(0, n, 2):
+        pair = i + 1 < n
+        last = i + 1 if pair else i
+        if usable[i] or (pair and usable[last]):
+            _pair_dots(matrix[i], matrix[last], matrix, selected, nsel, dots)
+        before = nsel
+        for r in range(2 if pair else 1):
+            row = i + r
+            rep[row] = -1
+            if not usable[row]:
+                continue
+            li = lang[row]
+            for s in range(before):
+                j = selected[s]
+                if lang[j] == li and dots[r, s] * (inv[row] * inv[j]) >= thr:
+                    rep[row] = j
+                    break
+            if rep[row] < 0 and r == 1 and nsel > before and lang[i] == li:
+                c = np.float32(0.0)
+                for t in range(d):
+                    c += matrix[i, t] * matrix[row, t]
+                if c * (inv[row] * inv[i]) >= thr:
+                    rep[row] = i
+            if rep[row] < 0:
+                selected[nsel] = row
+                nsel += 1
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
 def greedy_ranked(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
                   threshold: float) -> np.ndarray:
-    """For each row in rank order: -1 if kept, else the kept row it repeats (first in rank).
+    """For each row of unit vectors in rank order: -1 if kept, else the kept row it repeats.
 
-    Computes only the dot products the greedy scan needs (row against the selected rows), in
+    Computes only the dot products the greedy scan needs (rows against the selected rows), in
     one thread: for ~100 rows this beats a BLAS Gram matrix, whose thread pool costs
     milliseconds on a busy machine.
     """
-    n, d = unit.shape
-    rep = np.full(n, -1, dtype=np.int64)
-    selected = np.empty(n, dtype=np.int64)
-    nsel = 0
-    thr = np.float32(threshold)
-    for i in range(n):
-        if not usable[i]:
-            continue
-        for s in range(nsel):
-            j = selected[s]
-            if lang[j] != lang[i]:
-                continue
-            acc = np.float32(0.0)
-            for t in range(d):
-                acc += unit[i, t] * unit[j, t]
-            if acc >= thr:
-                rep[i] = j
-                break
-        if rep[i] < 0:
-            selected[nsel] = i
-            nsel += 1
+    n = unit.shape[0]
+    rep = np.empty(n, dtype=np.int64)
+    _greedy_into(unit, np.ones(n, dtype=np.float32), usable, lang, np.float32(threshold), rep)
     return rep
+
+
+@numba.njit(nogil=True, cache=True)
+def output_plan(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """From ``rep`` (-1 = kept): a row order with the kept rows first (in rank order), then the
+    skipped ones grouped by the kept row they repeat, each group in rank order; the list
+    offsets of the ``displaced_ids`` per kept row; and the number of kept rows."""
+    n = rep.shape[0]
+    slot = np.full(n, -1, dtype=np.int64)
+    nkept = 0
+    for i in range(n):
+        if rep[i] < 0:
+            slot[i] = nkept
+            nkept += 1
+    order = np.empty(n, dtype=np.uint32)
+    offsets = np.zeros(nkept + 1, dtype=np.int64)
+    for i in range(n):
+        if rep[i] < 0:
+            order[slot[i]] = i
+        else:
+            offsets[slot[rep[i]] + 1] += 1
+    for s in range(nkept):
+        offsets[s + 1] += offsets[s]
+    fill = offsets[:-1].copy()
+    for i in range(n):  # rank order, so each group stays in rank order
+        if rep[i] >= 0:
+            s = slot[rep[i]]
+            order[nkept + fill[s]] = i
+            fill[s] += 1
+    return order, offsets, nkept
+
+
+_ALL = np.ones(0, dtype=np.bool_)  # "every row": saves allocating a mask per call
+_ONE_LANGUAGE = np.zeros(0, dtype=np.int64)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath=_FASTMATH)
+def _dedupe_rows(matrix: np.ndarray, present: np.ndarray, lang: np.ndarray, threshold: float
+                 ) -> tuple[int, int, np.ndarray, np.ndarray, int]:
+    """:func:`dedupe_ranked`'s per-row work in one call: inverse norms (float64 sums of
+    squares; NaN / inf anywhere in a row make it non-finite), the greedy scan and the output
+    plan. An empty ``present`` means every row is present, an empty ``lang`` one language.
+    Returns the number of non-finite rows (nothing is decided when there are any), the
+    number of usable rows and :func:`output_plan`'s three values."""
+    n, d = matrix.shape
+    inv = np.zeros(n, dtype=np.float32)
+    usable = np.zeros(n, dtype=np.bool_)
+    nbad = 0
+    nusable = 0
+    for i in range(n):
+        acc = 0.0
+        for t in range(d):
+            v = np.float64(matrix[i, t])
+            acc += v * v
+        if not np.isfinite(acc):
+            nbad += 1
+        elif (present.size == 0 or present[i]) and acc > 0.0:
+            usable[i] = True
+            nusable += 1
+            inv[i] = np.float32(1.0 / np.sqrt(acc))
+    langs = np.zeros(n, dtype=np.int64) if lang.size == 0 else lang
+    rep = np.full(n, -1, dtype=np.int64)
+    if nbad == 0:
+        _greedy_into(matrix, inv, usable, langs, np.float32(threshold), rep)
+    order, offsets, nkept = output_plan(rep)
+    return nbad, nusable, order, offsets, nkept
 
 
 def greedy_ranked_numpy(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
@@ -119,23 +267,25 @@ def _single_chunk(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     return arr
 
 
-def unit_matrix(frame: pl.DataFrame, column: str = "embedding") -> tuple[np.ndarray, np.ndarray]:
-    """(n, d) unit float32 vectors and the mask of usable rows (present, finite, non-zero).
+def embedding_matrix(frame: pl.DataFrame, column: str = "embedding"
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(n, d) float32 embeddings as given (zero rows where null) and the mask of present rows
+    (empty when every row is present).
 
-    Works on the Arrow buffers (a fixed-size list is read without a copy); refuses NaN /
-    infinite values and mixed dimensions, naming the rows (SPEC §1).
+    Works on the Arrow buffers (a fixed-size float32 list without nulls is a free 2-D view);
+    refuses mixed dimensions, naming the rows (SPEC §1). Normalisation and the NaN / infinity
+    check happen in the kernel.
     """
-    n = frame.height
     series = frame.get_column(column)
     dtype = series.dtype  # cheaper than frame.schema, which builds the whole schema
+    if isinstance(dtype, pl.Array) and dtype.inner == pl.Float32 and not series.has_nulls():
+        return series.to_numpy(), _ALL
     if not isinstance(dtype, (pl.Array, pl.List)) or not dtype.inner.is_numeric():
         raise SchemaError(
             f"column {column!r} has type {dtype}, expected a list or fixed-size list of floats; "
             "give each result its embedding as pl.Array(pl.Float32, d) (null when unknown)"
         )
-    if isinstance(dtype, pl.Array) and series.null_count() == 0 and dtype.inner == pl.Float32:
-        # The common case (a float32 fixed-size list without nulls) is a free 2-D view.
-        return _normalise(np.asarray(series.to_numpy()), np.ones(n, dtype=bool), column)
+    n = frame.height
     arr = _single_chunk(series.to_arrow())
     present = np.ones(n, dtype=bool) if arr.null_count == 0 else \
         np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -161,51 +311,9 @@ def unit_matrix(frame: pl.DataFrame, column: str = "embedding") -> tuple[np.ndar
         matrix = np.zeros((n, d), dtype=np.float32)
         for r in np.flatnonzero(present & (lengths > 0)):  # ~100 ranked results, not a column
             matrix[r] = flat[offsets[r] - offsets[0]: offsets[r + 1] - offsets[0]]
-    if d == 0:
-        return np.zeros((n, 0), np.float32), np.zeros(n, dtype=bool)
-    if not present.all():
+    if not present.all() and d:
         matrix = np.where(present[:, None], matrix, np.float32(0.0))
-    return _normalise(matrix, present, column)
-
-
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
-def _unit_rows(matrix: np.ndarray, present: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One pass: unit float32 rows, the usable mask and the finite mask (NaN / inf anywhere in
-    a row make its float64 sum of squares non-finite)."""
-    n, d = matrix.shape
-    unit = np.zeros((n, d), dtype=np.float32)
-    usable = np.zeros(n, dtype=np.bool_)
-    finite = np.ones(n, dtype=np.bool_)
-    for i in range(n):
-        acc = 0.0
-        for t in range(d):
-            v = np.float64(matrix[i, t])
-            acc += v * v
-        if not np.isfinite(acc):
-            finite[i] = False
-        elif present[i] and acc > 0.0:
-            usable[i] = True
-            inv = np.float32(1.0 / np.sqrt(acc))
-            for t in range(d):
-                unit[i, t] = np.float32(matrix[i, t]) * inv
-    return unit, usable, finite
-
-
-def _normalise(matrix: np.ndarray, present: np.ndarray,
-               column: str) -> tuple[np.ndarray, np.ndarray]:
-    """Unit rows and the usable mask; NaN / inf anywhere in a row makes its norm non-finite."""
-    n = matrix.shape[0]
-    if matrix.shape[1] == 0:
-        return np.zeros((n, 0), np.float32), np.zeros(n, dtype=bool)
-    unit, usable, finite = _unit_rows(matrix, np.ascontiguousarray(present, dtype=np.bool_))
-    if not finite.all():
-        raise SchemaError(
-            f"column {column!r}: NaN or infinite values at rows "
-            f"{first_rows(np.flatnonzero(~finite))}; "
-            "embeddings must be finite: re-embed those results or set them to null"
-        )
-    return unit, usable
+    return np.ascontiguousarray(matrix, dtype=np.float32), present
 
 
 def language_codes(frame: pl.DataFrame) -> np.ndarray:
@@ -218,33 +326,30 @@ def language_codes(frame: pl.DataFrame) -> np.ndarray:
     return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-_EMPTY_IDS = pa.array([], type=pa.large_string())
-
-
 def displaced_lists(ids: pa.Array | None, rep: np.ndarray) -> tuple[np.ndarray, pa.Array]:
     """Kept row indices and, aligned with them, the list of ids each one displaced.
 
     ``ids`` may be ``None`` when no row was skipped (the ids are then not needed).
     """
-    n = rep.shape[0]
-    kept = np.flatnonzero(rep < 0)
-    skipped = np.flatnonzero(rep >= 0)
-    if skipped.size == 0:
-        return kept, pa.LargeListArray.from_arrays(
-            pa.array(np.zeros(kept.size + 1, dtype=np.int64)), _EMPTY_IDS)
-    assert ids is not None
-    # Position of each kept row in the output, so skipped rows can be bucketed by their rep.
-    slot = np.full(n, -1, dtype=np.int64)
-    slot[kept] = np.arange(kept.size)
-    owner = slot[rep[skipped]]
-    order = np.argsort(owner, kind="stable")  # stable: displaced ids stay in rank order
-    counts = np.bincount(owner, minlength=kept.size) if skipped.size else \
-        np.zeros(kept.size, dtype=np.int64)
-    offsets = np.zeros(kept.size + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    values = ids.take(pa.array(skipped[order], type=pa.int64())) if skipped.size else \
-        pa.array([], type=ids.type)
-    return kept, pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values)
+    order, offsets, nkept = output_plan(np.ascontiguousarray(rep, dtype=np.int64))
+    if nkept == order.size:
+        values = pa.array([], type=ids.type if ids is not None else pa.string())
+    else:
+        assert ids is not None
+        values = ids.take(pa.array(order[nkept:]))
+    return order[:nkept].astype(np.int64), pa.LargeListArray.from_arrays(pa.array(offsets), values)
+
+
+_NO_IDS = pl.Series("displaced_ids", [[]], dtype=pl.List(pl.String))
+
+
+def _no_ids(ids: pl.Series, n: int) -> pl.Series:
+    """``n`` empty ``displaced_ids`` lists of the ids' type."""
+    empty = _NO_IDS if ids.dtype == pl.String else \
+        pl.Series("displaced_ids", [[]], dtype=pl.List(ids.dtype))
+    return empty.new_from_index(0, n)
+# Polars keeps strings as views; exporting and importing them in that form copies nothing.
+_VIEWS = pl.CompatLevel.newest()
 
 
 def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFrame:
@@ -260,26 +365,44 @@ def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFra
     frame = _as_frame(results)
     if not cfg.retrieval.enabled:
         return frame
+    columns = frame.columns
     for col in ("segment_id", "embedding"):
-        if col not in frame.columns:
+        if col not in columns:
             raise SchemaError(
-                f"dedupe_ranked needs a {col!r} column (have: {', '.join(frame.columns)}); "
+                f"dedupe_ranked needs a {col!r} column (have: {', '.join(columns)}); "
                 "add it to the ranked results (embedding may be null per row)"
             )
-    unit, usable = unit_matrix(frame)
-    if frame.height and not usable.any():
+    matrix, present = embedding_matrix(frame)
+    # All per-row work is one Numba call; what remains is as few Polars calls as possible,
+    # because each costs microseconds of Python even on 100 rows: one gather, whose tail
+    # holds the skipped ids in list order, and one Arrow import for the lists.
+    nbad, nusable, order, offsets, nkept = _dedupe_rows(
+        matrix, present,
+        language_codes(frame) if "language" in columns else _ONE_LANGUAGE,
+        effective_threshold(cfg.retrieval.similarity_threshold))
+    if nbad:
+        bad = np.flatnonzero(~np.isfinite(np.asarray(matrix, dtype=np.float64).sum(axis=1)))
+        raise SchemaError(
+            f"column 'embedding': NaN or infinite values at rows {first_rows(bad)}; "
+            "embeddings must be finite: re-embed those results or set them to null"
+        )
+    if nusable == 0 and frame.height:
         warnings.warn(
             f"dedupe_ranked: none of the {frame.height} results has a usable embedding, so no "
             "cross-document duplicate can be found and every result is kept; return the "
             "embeddings from your vector store",
             NoEmbeddingsWarning, stacklevel=2,
         )
-    rep = duplicate_of(unit, usable, language_codes(frame), cfg.retrieval.similarity_threshold)
-    ids = _single_chunk(frame.get_column("segment_id").to_arrow()) if (rep >= 0).any() else None
-    kept, lists = displaced_lists(ids, rep)
-    out = frame.drop("displaced_ids") if "displaced_ids" in frame.columns else frame
-    if kept.size != frame.height:
-        out = out[kept]
-    out = out.clone() if out is frame else out  # insert_column works in place
-    out.insert_column(out.width, pl.Series("displaced_ids", lists))
+    if "displaced_ids" in columns:
+        frame = frame.drop("displaced_ids")
+    if nkept == frame.height:
+        out = frame.clone()  # hstack below works in place
+        lists = _no_ids(frame.get_column("segment_id"), nkept)
+    else:
+        gathered = frame[pl.Series(order)]
+        out = gathered.slice(0, nkept)
+        tail = gathered.get_column("segment_id").slice(nkept)
+        lists = pl.Series("displaced_ids", pa.LargeListArray.from_arrays(
+            pa.array(offsets), tail.to_arrow(compat_level=_VIEWS)))
+    out.hstack([lists], in_place=True)
     return out
