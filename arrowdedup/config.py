@@ -145,6 +145,15 @@ class IngestionConfig:
         default=16, metadata=_key("LshBandBits", lambda x: _int_at_least(1)(x) and x <= 62,
                                   "an integer in [1, 62]")
     )
+    # Hyperplane: each row gets one SimHash signature of this many bits (at least 64, so any
+    # LshBandBits fits); bands sample their bits from it, and bucket-mates far apart in
+    # Hamming distance are dropped before the cosine.
+    lsh_signature_bits: int = dataclasses.field(
+        default=256,
+        metadata=_key("LshSignatureBits",
+                      lambda x: _int_at_least(64)(x) and x % 64 == 0 and x <= 4096,
+                      "a multiple of 64 in [64, 4096]"),
+    )
     max_segments_per_document: int | None = dataclasses.field(
         default=None,
         metadata=_key("MaxSegmentsPerDocument", _optional_int_at_least(1),

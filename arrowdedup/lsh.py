@@ -8,8 +8,13 @@ bucket with it. Buckets come from one of two generators (``Ingestion.LshMethod``
   ``LshNumPerm`` permutations, seeded by ``LshSeed``) indexed by a datasketch ``MinHashLSH``
   whose threshold (``LshThreshold``) sits below the target so recall is not lost at the
   S-curve's midpoint; each band of its hash tables is a bucket.
-- ``Hyperplane``: random-hyperplane (SimHash) signatures of the embeddings, ``LshBands`` bands of
-  ``LshBandBits`` sign bits, planes drawn from ``numpy.random.default_rng(LshSeed)``.
+- ``Hyperplane``: one random-hyperplane (SimHash) signature of ``LshSignatureBits`` sign bits per
+  embedding (planes drawn from ``numpy.random.default_rng(LshSeed)``); ``LshBands`` bands, each
+  of ``LshBandBits`` bits sampled from the signature (bit-sampling LSH on the Hamming cube).
+  A bucket-mate whose signature differs in more bits than a pair *at* the threshold would with
+  probability ~1e-9 (:func:`max_hamming`) is dropped before its cosine is computed: that test
+  reads 32 bytes from a cache-resident array where the cosine reads a random 1.5 kB row, and
+  it is what makes the scan fast (most bucket-mates are chance collisions).
 
 Every candidate pair is verified with the exact cosine (the same float32 unit vectors and dot
 product as the exact kernels), and the representative is the *first selected* segment (in
@@ -19,16 +24,23 @@ merge and LSH equals exact mode when the buckets hold all pairs. Nothing here de
 
 Memory for a group of ``m`` rows: the selected unit vectors (≤ one copy of its embeddings),
 ``m × bands`` uint64 keys and ``2 × m × bands`` int64 bucket slots (Hyperplane: 64 bands are
-1.5 KB per row), and a projection buffer of ``PROJECT_CHUNK × bands × bits`` floats.
+1.5 KB per row), ``m × LshSignatureBits / 8`` bytes of signatures and a projection buffer of
+``PROJECT_CHUNK × LshSignatureBits`` floats.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from statistics import NormalDist
+from typing import Any
 
 import numba
 import numpy as np
 import pyarrow as pa
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from .config import IngestionConfig, LshMethod
 from .kernels import KEPT, MERGED_NEAR, filtered_or_exact
@@ -47,15 +59,93 @@ class Buckets:
     row_bucket: np.ndarray  # int64 (m, bands)
     starts: np.ndarray  # int64 (n_buckets + 1,)
     members: np.ndarray  # int64
+    # Hyperplane only: SimHash signatures (m, words) uint64 and the largest Hamming distance
+    # a candidate may have; without them every bucket-mate is compared.
+    signatures: np.ndarray | None = None
+    max_hamming: int = -1
 
     @property
     def n_buckets(self) -> int:
         return int(self.starts.shape[0] - 1)
 
 
-def buckets_from_keys(keys: np.ndarray, valid: np.ndarray) -> Buckets:
-    """Buckets from per-band integer keys (m, bands): rows of one band with equal keys and
-    ``valid`` set share a bucket; buckets of one row are dropped."""
+COUNTING_SORT_BITS = 20  # band keys this narrow are bucketed by a counting sort
+
+
+def buckets_from_keys(keys: np.ndarray, valid: np.ndarray, bits: int = 64) -> Buckets:
+    """Buckets from per-band integer keys (m, bands) below ``2**bits``: rows of one band with
+    equal keys and ``valid`` set share a bucket; buckets of one row are dropped. Buckets are
+    numbered band by band, in key order, members ascending (as :func:`buckets_from_keys_numpy`,
+    its oracle)."""
+    idx = np.flatnonzero(valid).astype(np.int64)
+    # Band-major keys, so each band's pass reads them in order (free for band_keys' output).
+    by_band = np.ascontiguousarray(np.asarray(keys, dtype=np.uint64).T)
+    row_bucket, starts, members = _bucket_rows(by_band, idx, bits <= COUNTING_SORT_BITS, bits)
+    return Buckets(row_bucket, starts, members)
+
+
+@numba.njit(nogil=True, cache=True)
+def _bucket_rows(by_band: np.ndarray, idx: np.ndarray, counting: bool, bits: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    bands, m = by_band.shape
+    v = idx.shape[0]
+    row_bucket = np.full((m, bands), -1, dtype=np.int64)
+    sizes = np.empty(v // 2 * bands + 1, dtype=np.int64)  # at most v // 2 buckets a band
+    n_buckets = 0
+    order = np.empty(v, dtype=np.int64)
+    k = np.empty(v, dtype=np.uint64)
+    ks = np.empty(v, dtype=np.uint64)  # k in sorted order
+    counts = np.zeros((1 << bits) + 1 if counting else 1, dtype=np.int64)
+    for b in range(bands):
+        if v < 2:
+            break
+        keys = by_band[b]
+        for t in range(v):
+            k[t] = keys[idx[t]]
+        if counting:  # stable: rows of one key stay ascending
+            counts[:] = 0
+            for t in range(v):
+                counts[np.int64(k[t]) + 1] += 1
+            for c in range(1, counts.shape[0]):
+                counts[c] += counts[c - 1]
+            for t in range(v):
+                slot = np.int64(k[t])
+                order[counts[slot]] = idx[t]
+                ks[counts[slot]] = k[t]
+                counts[slot] += 1
+        else:
+            perm = np.argsort(k, kind="mergesort")  # stable, so ties stay ascending
+            for t in range(v):
+                order[t] = idx[perm[t]]
+                ks[t] = k[perm[t]]
+        t = 0
+        while t < v:
+            key = ks[t]
+            e = t + 1
+            while e < v and ks[e] == key:
+                e += 1
+            if e - t >= 2:
+                for u in range(t, e):
+                    row_bucket[order[u], b] = n_buckets
+                sizes[n_buckets] = e - t
+                n_buckets += 1
+            t = e
+    starts = np.zeros(n_buckets + 1, dtype=np.int64)
+    for q in range(n_buckets):
+        starts[q + 1] = starts[q] + sizes[q]
+    members = np.empty(starts[n_buckets], dtype=np.int64)
+    fill = starts[:-1].copy()
+    for i in range(m):  # rows ascending, so each bucket's members are ascending
+        for b in range(bands):
+            q = row_bucket[i, b]
+            if q >= 0:
+                members[fill[q]] = i
+                fill[q] += 1
+    return row_bucket, starts, members
+
+
+def buckets_from_keys_numpy(keys: np.ndarray, valid: np.ndarray) -> Buckets:
+    """The NumPy twin of :func:`buckets_from_keys` (a stable argsort per band)."""
     m, bands = keys.shape
     row_bucket = np.full((m, bands), -1, dtype=np.int64)
     idx = np.flatnonzero(valid).astype(np.int64)
@@ -99,32 +189,81 @@ def all_pairs_buckets(valid: np.ndarray) -> Buckets:
     return Buckets(row_bucket, np.array([0, members.shape[0]], dtype=np.int64), members)
 
 
-def hyperplane_keys(unit: np.ndarray, bands: int, bits: int, seed: int) -> np.ndarray:
-    """SimHash band keys (m, bands) uint64 of unit vectors, planes seeded by ``seed``."""
-    m = unit.shape[0]
-    return _hyperplane_keys(unit, np.arange(m, dtype=np.int64), np.ones(m, np.float32),
-                            bands, bits, seed)
+MISS_PROBABILITY = 1e-9  # of dropping, by Hamming distance, a pair exactly at the threshold
 
 
-def _hyperplane_keys(matrix: np.ndarray, rows: np.ndarray, inv_norm: np.ndarray, bands: int,
-                     bits: int, seed: int) -> np.ndarray:
-    """Band keys of ``matrix[rows]`` scaled to unit length, one chunk of rows at a time (no
-    copy of the group's vectors)."""
-    m, d = rows.shape[0], matrix.shape[1]
+def max_hamming(threshold: float, signature_bits: int) -> int:
+    """The largest Hamming distance a bucket-mate may have to still be compared.
+
+    Each sign bit of a random hyperplane differs for two vectors at angle θ with probability
+    θ/π, so a pair at the threshold has a Binomial(signature_bits, arccos(t)/π) distance; the
+    bound sits where that distribution's upper tail holds :data:`MISS_PROBABILITY` (normal
+    approximation, plus one bit). More similar pairs are dropped less often still.
+    """
+    p = math.acos(min(1.0, max(-1.0, threshold))) / math.pi
+    z = NormalDist().inv_cdf(1.0 - MISS_PROBABILITY)
+    bound = signature_bits * p + z * math.sqrt(signature_bits * p * (1.0 - p)) + 1.0
+    return min(signature_bits, math.ceil(bound))
+
+
+def hyperplane_plan(dim: int, signature_bits: int, bands: int, bits: int, seed: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded planes (dim, signature_bits) float32 and, per band, the signature bits it
+    samples (bands, bits) int64 (distinct within a band)."""
     rng = np.random.default_rng(seed)
-    planes = rng.standard_normal((d, bands * bits)).astype(np.float32)
-    nbytes = (bits + 7) // 8
-    keys = np.zeros((m, bands), dtype=np.uint64)
+    planes = rng.standard_normal((dim, signature_bits)).astype(np.float32)
+    positions = np.stack([rng.choice(signature_bits, size=bits, replace=False)
+                          for _ in range(bands)]).astype(np.int64)
+    return planes, positions
+
+
+def hyperplane_signatures(matrix: np.ndarray, rows: np.ndarray, inv_norm: np.ndarray,
+                          planes: np.ndarray) -> np.ndarray:
+    """SimHash signatures (m, bits / 64) uint64 of ``matrix[rows]`` scaled to unit length,
+    one chunk of rows at a time (no copy of the group's vectors)."""
+    m = rows.shape[0]
+    words = planes.shape[1] // 64
+    sig = np.empty((m, words), dtype=np.uint64)
     for c0 in range(0, m, PROJECT_CHUNK):
         r = rows[c0 : c0 + PROJECT_CHUNK]
         unit = matrix[r] * inv_norm[r][:, None]
         # Fixed chunk shapes, so the BLAS product (and a sign right at 0) is reproducible.
         sign = (unit @ planes) > 0
-        packed = np.packbits(sign.reshape(-1, bands, bits), axis=2, bitorder="little")
-        wide = np.zeros((packed.shape[0], bands, 8), dtype=np.uint8)
-        wide[:, :, :nbytes] = packed
-        keys[c0 : c0 + PROJECT_CHUNK] = wide.view("<u8")[:, :, 0]
+        packed = np.packbits(sign, axis=1, bitorder="little")
+        sig[c0 : c0 + r.shape[0]] = packed.view("<u8")
+    return sig
+
+
+def band_keys(sig: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Per row and band (m, bands), the sampled signature bits packed into an integer key (a
+    view of band-major storage, which is how :func:`buckets_from_keys` reads it)."""
+    return _band_keys(sig, positions).T  # type: ignore[no-any-return]
+
+
+@numba.njit(nogil=True, cache=True)
+def _band_keys(sig: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    m = sig.shape[0]
+    bands, bits = positions.shape
+    keys = np.zeros((bands, m), dtype=np.uint64)
+    for i in range(m):
+        for b in range(bands):
+            key = np.uint64(0)
+            for t in range(bits):
+                p = positions[b, t]
+                bit = (sig[i, p >> 6] >> np.uint64(p & 63)) & np.uint64(1)
+                key |= bit << np.uint64(t)
+            keys[b, i] = key
     return keys
+
+
+def hyperplane_keys(unit: np.ndarray, bands: int, bits: int, seed: int,
+                    signature_bits: int = 256) -> np.ndarray:
+    """SimHash band keys (m, bands) uint64 of unit vectors."""
+    m = unit.shape[0]
+    planes, positions = hyperplane_plan(unit.shape[1], signature_bits, bands, bits, seed)
+    sig = hyperplane_signatures(unit, np.arange(m, dtype=np.int64), np.ones(m, np.float32),
+                                planes)
+    return band_keys(sig, positions)  # type: ignore[no-any-return]
 
 
 def shingles(text: str, size: int) -> list[bytes]:
@@ -181,17 +320,48 @@ def candidate_buckets(
             raise ValueError("MinHash LSH needs the text column")
         group_texts = texts.take(pa.array(rows, type=pa.int64())).to_pylist()
         return minhash_buckets([t or "" for t in group_texts], valid, cfg)
-    keys = _hyperplane_keys(matrix, rows, inv_norm, cfg.lsh_bands, cfg.lsh_band_bits,
-                            cfg.lsh_seed)
-    return buckets_from_keys(keys, valid)
+    planes, positions = hyperplane_plan(matrix.shape[1], cfg.lsh_signature_bits, cfg.lsh_bands,
+                                        cfg.lsh_band_bits, cfg.lsh_seed)
+    sig = hyperplane_signatures(matrix, rows, inv_norm, planes)
+    buckets = buckets_from_keys(band_keys(sig, positions), valid, cfg.lsh_band_bits)
+    return dataclasses.replace(buckets, signatures=sig, max_hamming=max_hamming(
+        cfg.similarity_threshold, cfg.lsh_signature_bits))
+
+
+@intrinsic
+def popcount(typingctx: Any, x: Any) -> tuple[Any, Any]:
+    """Set bits of a uint64, in Numba code: LLVM's ctpop, one instruction where the CPU has
+    POPCNT."""
+    signature = types.int64(types.uint64)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        fn = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(64)])
+        return builder.call(fn, [args[0]])
+
+    return signature, codegen
+
+
+@numba.njit(nogil=True, cache=True)
+def _bucket_layout(row_bucket: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The scan's working layout: bucket ``k`` becomes a count at ``box[starts[k] + k]`` followed
+    by room for its members, and ``pos[i, b]`` is the count's index for row ``i``'s bucket in
+    band ``b`` (-1: none). Each (row, band) then costs one random memory access, not two."""
+    m, bands = row_bucket.shape
+    n_buckets = starts.shape[0] - 1
+    pos = np.full((m, bands), -1, dtype=np.int64)
+    for i in range(m):
+        for b in range(bands):
+            q = row_bucket[i, b]
+            if q >= 0:
+                pos[i, b] = starts[q] + q
+    return pos, np.zeros(starts[n_buckets] + n_buckets, dtype=np.int64)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)
 def _scan_lsh(
     rows: np.ndarray,
-    row_bucket: np.ndarray,
-    starts: np.ndarray,
-    members: np.ndarray,
+    pos: np.ndarray,
+    box: np.ndarray,
     matrix: np.ndarray,
     inv_norm: np.ndarray,
     usable: np.ndarray,
@@ -202,17 +372,19 @@ def _scan_lsh(
     action: np.ndarray,
     rep: np.ndarray,
     sim: np.ndarray,
+    sig: np.ndarray,
+    max_ham: int,
 ) -> None:
     m = rows.shape[0]
     d = matrix.shape[1]
-    bands = row_bucket.shape[1]
+    words = sig.shape[1]
+    check = max_ham >= 0
+    bands = pos.shape[1]
     thr = np.float32(threshold)
     buffer = np.empty((m, d), dtype=np.float32)
     slot = np.full(m, -1, dtype=np.int64)
     stamp = np.full(m, -1, dtype=np.int64)
-    # members[starts[k]: starts[k] + nsel_b[k]] are reused to hold the selected rows of bucket
-    # k in selection order: those slots belong to rows already scanned.
-    nsel_b = np.zeros(starts.shape[0], dtype=np.int64)
+    # box[h + 1 : h + 1 + box[h]] holds the selected rows of the bucket at h, in selection order.
     cand = np.empty(d, dtype=np.float32)
     nsel = 0
     for i in range(m):
@@ -227,17 +399,22 @@ def _scan_lsh(
             best = -1
             best_sim = np.float32(0.0)
             for b in range(bands):
-                bk = row_bucket[i, b]
-                if bk < 0:
+                h = pos[i, b]
+                if h < 0:
                     continue
-                s0 = starts[bk]
-                for t in range(nsel_b[bk]):
-                    j = members[s0 + t]
+                for t in range(box[h]):
+                    j = box[h + 1 + t]
                     if best >= 0 and j >= best:
                         break
                     if stamp[j] == i:
                         continue
                     stamp[j] = i
+                    if check:
+                        ham = 0
+                        for w in range(words):
+                            ham += popcount(sig[i, w] ^ sig[j, w])  # type: ignore[call-arg]
+                        if ham > max_ham:
+                            continue
                     acc = np.float32(0.0)
                     sj = slot[j]
                     for k in range(d):
@@ -256,10 +433,10 @@ def _scan_lsh(
             slot[i] = nsel
             nsel += 1
             for b in range(bands):
-                bk = row_bucket[i, b]
-                if bk >= 0:
-                    members[starts[bk] + nsel_b[bk]] = i
-                    nsel_b[bk] += 1
+                h = pos[i, b]
+                if h >= 0:
+                    box[h] += 1
+                    box[h + box[h]] = i
         action[r] = KEPT
         sel_of_class[c] = r
 
@@ -281,5 +458,9 @@ def greedy_lsh_group(
     """Greedy scan of one group comparing only bucket-mates (arguments as
     :func:`arrowdedup.kernels_blocked.greedy_blocked_group`)."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
-    _scan_lsh(rows, buckets.row_bucket, buckets.starts, buckets.members.copy(), matrix, inv_norm,
-              usable, hash_class, filtered, threshold, sel_of_class, action, rep, sim)
+    sig = buckets.signatures if buckets.signatures is not None else \
+        np.zeros((rows.shape[0], 1), dtype=np.uint64)
+    pos, box = _bucket_layout(buckets.row_bucket, buckets.starts)
+    _scan_lsh(rows, pos, box, matrix, inv_norm, usable, hash_class, filtered, threshold,
+              sel_of_class, action, rep, sim, sig,
+              buckets.max_hamming if buckets.signatures is not None else -1)

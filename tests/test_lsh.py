@@ -17,12 +17,17 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_kernels_blocked import THR, clear_of_band, inputs, planted
 
-from arrowdedup import DedupConfig, LshMethod, Mode, ingest, kernels
+from arrowdedup import ConfigError, DedupConfig, IngestionConfig, LshMethod, Mode, ingest, kernels
 from arrowdedup.lsh import (
     all_pairs_buckets,
     buckets_from_keys,
+    buckets_from_keys_numpy,
     greedy_lsh_group,
     hyperplane_keys,
+    hyperplane_plan,
+    hyperplane_signatures,
+    max_hamming,
+    popcount,
     shingles,
 )
 
@@ -121,6 +126,74 @@ def test_hyperplane_keys_are_seeded():
     assert np.array_equal(hyperplane_keys(u, 8, 12, 3), hyperplane_keys(u, 8, 12, 3))
     assert not np.array_equal(hyperplane_keys(u, 8, 12, 3), hyperplane_keys(u, 8, 12, 4))
     assert int(hyperplane_keys(u, 8, 12, 3).max()) < 2**12
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(0, 300), bands=st.integers(1, 6), bits=st.sampled_from([1, 3, 12, 21, 40]),
+       seed=st.integers(0, 10_000), invalid=st.sampled_from([0.0, 0.3]))
+def test_buckets_equal_the_numpy_twin(m, bands, bits, seed, invalid):
+    """Counting sort (<= 20 bits) and merge sort (wider keys) give the argsort twin's buckets."""
+    rng = np.random.default_rng(seed)
+    # Few distinct keys, so buckets are common.
+    pool = rng.integers(0, 2**bits, size=max(1, m // 4), dtype=np.uint64)
+    keys = pool[rng.integers(0, pool.size, size=(m, bands))] if m else \
+        np.zeros((0, bands), np.uint64)
+    valid = rng.random(m) >= invalid
+    a = buckets_from_keys(keys, valid, bits)
+    b = buckets_from_keys_numpy(keys, valid)
+    np.testing.assert_array_equal(a.row_bucket, b.row_bucket)
+    np.testing.assert_array_equal(a.starts, b.starts)
+    np.testing.assert_array_equal(a.members, b.members)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=20))
+def test_popcount(values):
+    import numba
+
+    @numba.njit
+    def total(a):
+        s = 0
+        for x in a:
+            s += popcount(x)
+        return s
+
+    assert total(np.array(values, dtype=np.uint64)) == sum(bin(v).count("1") for v in values)
+
+
+def test_hamming_bound_keeps_pairs_at_the_threshold_and_drops_chance_mates():
+    """Signatures of pairs at exactly cosine 0.90 stay within the bound; random pairs do not."""
+    rng = np.random.default_rng(4)
+    d, n = 64, 4000
+    a = rng.standard_normal((n, d))
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    other = rng.standard_normal((n, d))
+    other -= (other * a).sum(axis=1, keepdims=True) * a
+    other /= np.linalg.norm(other, axis=1, keepdims=True)
+    b = 0.9 * a + np.sqrt(1 - 0.81) * other
+    planes, _ = hyperplane_plan(d, 256, 1, 8, seed=2)
+    rows = np.arange(n, dtype=np.int64)
+    ones = np.ones(n, np.float32)
+    sa = hyperplane_signatures(a.astype(np.float32), rows, ones, planes)
+    sb = hyperplane_signatures(b.astype(np.float32), rows, ones, planes)
+    sr = hyperplane_signatures(rng.standard_normal((n, d)).astype(np.float32), rows, ones, planes)
+
+    def distance(x, y):
+        return np.unpackbits((x ^ y).view(np.uint8), axis=1).sum(axis=1)
+
+    bound = max_hamming(0.9, 256)
+    assert distance(sa, sb).max() <= bound
+    assert (distance(sa, sr) <= bound).mean() < 0.001
+    assert max_hamming(1.0, 256) == 1 and max_hamming(0.5, 64) < 64
+
+
+def test_signature_config_is_validated():
+    assert IngestionConfig().lsh_signature_bits == 256
+    for bad in (0, 100, 8192):
+        with pytest.raises(ConfigError, match="LshSignatureBits"):
+            IngestionConfig(lsh_signature_bits=bad)
+    cfg = DedupConfig.from_dict({"Ingestion": {"LshSignatureBits": 512}})
+    assert cfg.ingestion.lsh_signature_bits == 512
 
 
 def test_shingles():
