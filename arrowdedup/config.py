@@ -160,9 +160,10 @@ class IngestionConfig:
                       "null (no limit) or an integer >= 1"),
     )
     # Measured crossover of the Numba scan and the BLAS-blocked kernel on the 2-core machines
-    # (384-d, 50 % near copies): the blocked kernel wins from ~4,000 segments (issue 5).
+    # (384-d, 50 % near copies): the blocked kernel is faster from ~3,000 segments on
+    # (`python -m benchmarks.scale --parts crossover`).
     block_min_segments: int = dataclasses.field(
-        default=4_000,
+        default=3_000,
         metadata=_key("BlockMinSegments", _int_at_least(1), "an integer >= 1"),
     )
 

@@ -10,6 +10,9 @@ Parts (``python -m benchmarks.scale [--quick] [--parts exact,lsh,real,engines]``
   n > 50k the floor is timed on ``FLOOR_SAMPLE`` evenly spaced row blocks and scaled by the
   block count, every block being the same GEMM shape), and the recall of LSH (share of
   exact-mode ``merged_near`` segments that LSH mode also removes).
+- ``crossover``: one document of n = 500 … 16k segments through the Numba scan and through the
+  BLAS-blocked kernel (best of 3 each); the smallest n from which the blocked kernel stays
+  faster is where ``Ingestion.BlockMinSegments`` belongs.
 - ``real``: the opentelemetry.io corpus of ``../shared/data`` extracted, embedded with the
   Model2Vec model, concatenated into large documents; exact vs both LSH methods.
 - ``engines``: ``ingest_tables_to_store`` with ``engine="local"`` and ``engine="ray"`` on 1M
@@ -49,6 +52,8 @@ from .common import (
 TITLE = "Scale: large documents (exact, LSH), real corpus, engines"
 SIZES = (1_000, 10_000, 50_000, 100_000, 200_000)
 QUICK_SIZES = (1_000, 5_000)
+CROSSOVER_SIZES = (500, 1_000, 2_000, 3_000, 4_000, 6_000, 8_000, 12_000, 16_000)
+QUICK_CROSSOVER_SIZES = (500, 2_000)
 FULL_PRODUCT_BYTES = 4 << 30
 FLOOR_BLOCK = 4096
 FLOOR_SAMPLE = 6
@@ -197,6 +202,50 @@ def part_sweep(quick: bool) -> list[dict[str, Any]]:
     return out
 
 
+def part_crossover(quick: bool) -> dict[str, Any]:
+    """Numba scan vs BLAS-blocked kernel on one document per n (kernel stage, best of 3)."""
+    import polars as pl
+
+    from arrowdedup.config import DedupConfig
+    from arrowdedup.ingest import run_kernels
+
+    from .corpus import make_corpus
+
+    def with_block_min(value: int) -> Any:
+        base = DedupConfig()
+        return dataclasses.replace(base, ingestion=dataclasses.replace(
+            base.ingestion, block_min_segments=value))
+
+    rows = []
+    for n in QUICK_CROSSOVER_SIZES if quick else CROSSOVER_SIZES:
+        corpus = make_corpus(1, n, 384, near_fraction=0.5, seed=7)
+        plan, emb, _ = prepared(pl.from_arrow(corpus.table))
+        row: dict[str, Any] = {"n": n}
+        for name, cfg in (("numba", with_block_min(n + 1)), ("blocked", with_block_min(1))):
+            run_kernels(plan, emb, cfg, None)  # warm-up (JIT cache, BLAS threads)
+            times = []
+            for _ in range(3):
+                start = time.perf_counter()
+                action = run_kernels(plan, emb, cfg, None)[0]
+                times.append(time.perf_counter() - start)
+            row[f"{name}_s"] = min(times)
+            row[f"{name}_removed"] = int((action != 0).sum())
+        assert row["numba_removed"] == row["blocked_removed"], row  # same decisions
+        row["blocked_over_numba"] = row["blocked_s"] / row["numba_s"]
+        print(f"   crossover n={n}: numba {row['numba_s']:.3f} s, blocked {row['blocked_s']:.3f} s",
+              flush=True)
+        rows.append(row)
+    # The smallest n from which the blocked kernel is faster at every larger measured n.
+    crossover = None
+    for i, row in enumerate(rows):
+        if all(r["blocked_s"] < r["numba_s"] for r in rows[i:]):
+            crossover = row["n"]
+            break
+    from arrowdedup.config import IngestionConfig
+    return {"rows": rows, "crossover_n": crossover,
+            "block_min_segments_default": IngestionConfig().block_min_segments}
+
+
 def part_real(quick: bool) -> list[dict[str, Any]]:
     import polars as pl
 
@@ -268,7 +317,8 @@ def same_data_files(a: Path, b: Path) -> bool:
     return bool(fa) and fa == fb
 
 
-def run(quick: bool, parts: tuple[str, ...] = ("exact", "real", "engines")) -> dict[str, Any]:
+def run(quick: bool, parts: tuple[str, ...] = ("exact", "crossover", "real", "engines")
+        ) -> dict[str, Any]:
     body: dict[str, Any] = {"parameters": {"sizes": list(QUICK_SIZES if quick else SIZES),
                                            "dim": 384, "threshold": 0.9},
                             "figures": {}, "tables": [], "notes": []}
@@ -276,8 +326,11 @@ def run(quick: bool, parts: tuple[str, ...] = ("exact", "real", "engines")) -> d
         body["figures"]["sweep"] = part_sweep(quick)
     if "real" in parts:
         body["figures"]["real"] = part_real(quick)
+    if "crossover" in parts:
+        body["figures"]["crossover"] = part_crossover(quick)
     if "engines" in parts:
         body["figures"]["engines"] = part_engines(quick)
+    body["tables"] = tables(body["figures"])
     return body
 
 
@@ -295,6 +348,16 @@ def tables(figures: dict[str, Any]) -> list[dict[str, Any]]:
               r["hyperplane_peak_mb"], r["minhash_s"], r["minhash_recall"],
               r["minhash_peak_mb"]] for r in rows],
             "Floor: " + "; ".join(f"{r['n']:,}: {r['floor_how']}" for r in rows)))
+    cross = figures.get("crossover") or {}
+    if cross.get("rows"):
+        out.append(table(
+            "Numba scan vs BLAS-blocked kernel on one document (384-d, 50 % planted copies; "
+            "kernel stage, best of 3)",
+            ["n", "Numba s", "blocked s", "blocked / Numba"],
+            [[r["n"], r["numba_s"], r["blocked_s"], r["blocked_over_numba"]]
+             for r in cross["rows"]],
+            f"Blocked is faster from n = {cross['crossover_n']} on (of the sizes measured); "
+            f"BlockMinSegments default: {cross['block_min_segments_default']:,}."))
     rows = figures.get("real") or []
     if rows:
         out.append(table(
@@ -342,7 +405,8 @@ def headline(result: dict[str, Any]) -> list[str]:
         r = rows[200_000]
         lines.append(f"200k-segment document: exact {r['exact_s']:.1f} s "
                      f"({r['exact_over_floor']:.2f}× the BLAS floor), Hyperplane LSH "
-                     f"{r['hyperplane_s']:.1f} s (recall {r['hyperplane_recall']:.3f})")
+                     f"{r['hyperplane_s']:.1f} s = {r['hyperplane_speedup']:.1f}× faster "
+                     f"(recall {r['hyperplane_recall']:.4f})")
     eng = figures.get("engines")
     if eng:
         lines.append(f"1M segments to a store: local {eng['local_s']:.1f} s, Ray "
@@ -353,7 +417,7 @@ def headline(result: dict[str, Any]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--parts", default="exact,real,engines")
+    parser.add_argument("--parts", default="exact,crossover,real,engines")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     parts = tuple(p.strip() for p in args.parts.split(","))
