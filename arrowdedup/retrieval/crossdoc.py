@@ -374,8 +374,9 @@ def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFra
             )
     matrix, present = embedding_matrix(frame)
     # All per-row work is one Numba call; what remains is as few Polars calls as possible,
-    # because each costs microseconds of Python even on 100 rows: one gather, whose tail
-    # holds the skipped ids in list order, and one Arrow import for the lists.
+    # because each costs microseconds of Python even on 100 rows. Columns are gathered one
+    # Series at a time: a DataFrame gather hands the work to Polars' thread pool, which costs
+    # more than it saves on 100 rows.
     nbad, nusable, order, offsets, nkept = _dedupe_rows(
         matrix, present,
         language_codes(frame) if "language" in columns else _ONE_LANGUAGE,
@@ -393,16 +394,20 @@ def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFra
             "embeddings from your vector store",
             NoEmbeddingsWarning, stacklevel=2,
         )
+    kept_cols = frame.get_columns()
     if "displaced_ids" in columns:
-        frame = frame.drop("displaced_ids")
-    if nkept == frame.height:
-        out = frame.clone()  # hstack below works in place
-        lists = _no_ids(frame.get_column("segment_id"), nkept)
+        kept_cols = [col for col in kept_cols if col.name != "displaced_ids"]
+    ids = frame.get_column("segment_id")
+    if nkept == order.shape[0]:
+        lists = _no_ids(ids, nkept)
     else:
-        gathered = frame[pl.Series(order)]
-        out = gathered.slice(0, nkept)
-        tail = gathered.get_column("segment_id").slice(nkept)
+        # The plan's order lists the kept rows first, then the skipped ones grouped by the
+        # kept row they repeat, so the skipped ids in that order are the lists' flat values.
+        index = pl.Series(order)
         lists = pl.Series("displaced_ids", pa.LargeListArray.from_arrays(
-            pa.array(offsets), tail.to_arrow(compat_level=_VIEWS)))
-    out.hstack([lists], in_place=True)
+            pa.array(offsets), ids[index.slice(nkept)].to_arrow(compat_level=_VIEWS)))
+        head = index.slice(0, nkept)
+        kept_cols = [col[head] for col in kept_cols]
+    out = kept_cols[0].to_frame()
+    out.hstack([*kept_cols[1:], lists], in_place=True)
     return out
