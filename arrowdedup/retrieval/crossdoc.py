@@ -194,11 +194,22 @@ def _dedupe_rows(matrix: np.ndarray, present: np.ndarray, lang: np.ndarray, thre
     usable = np.zeros(n, dtype=np.bool_)
     nbad = 0
     nusable = 0
+    # The rows are copied, as they are read for their norms, into a 64-byte-aligned buffer
+    # whose rows are padded to 16 floats: Arrow buffers from Polars need not be aligned, and
+    # vector loads that straddle cache lines cost more than the copy (~10 % of the scan).
+    width = (d + 15) // 16 * 16
+    raw = np.empty(n * width + 16, dtype=np.float32)
+    start = (16 - (raw.ctypes.data // 4) % 16) % 16
+    rows = raw[start : start + n * width].reshape(n, width)
     for i in range(n):
         acc = 0.0
         for t in range(d):
-            v = np.float64(matrix[i, t])
+            x = matrix[i, t]
+            rows[i, t] = x
+            v = np.float64(x)
             acc += v * v
+        for t in range(d, width):
+            rows[i, t] = 0.0
         if not np.isfinite(acc):
             nbad += 1
         elif (present.size == 0 or present[i]) and acc > 0.0:
@@ -208,7 +219,7 @@ def _dedupe_rows(matrix: np.ndarray, present: np.ndarray, lang: np.ndarray, thre
     langs = np.zeros(n, dtype=np.int64) if lang.size == 0 else lang
     rep = np.full(n, -1, dtype=np.int64)
     if nbad == 0:
-        _greedy_into(matrix, inv, usable, langs, np.float32(threshold), rep)
+        _greedy_into(rows, inv, usable, langs, np.float32(threshold), rep)
     order, offsets, nkept = output_plan(rep)
     return nbad, nusable, order, offsets, nkept
 
