@@ -301,15 +301,18 @@ def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embedding
     flat = np.asarray(values.to_numpy(zero_copy_only=False))
     if d == 0:
         return Embeddings(np.zeros((n, 0), np.float32), present, np.zeros(n, bool), 0)
-    if pa.types.is_fixed_size_list(arr.type):
-        # Zero-copy when the input is float32 already; null slots are zeroed on a copy.
-        matrix = np.ascontiguousarray(flat.reshape(n, d), dtype=np.float32)
-        if (~present).any():
-            matrix = matrix.copy()
-            matrix[~present] = 0.0
-    else:
-        matrix = np.zeros((n, d), dtype=np.float32)
-        matrix[present] = flat.reshape(-1, d)
+    # A float64 value beyond float32's range becomes inf here and is refused just below, by
+    # name; numpy's overflow warning would only repeat that.
+    with np.errstate(over="ignore"):
+        if pa.types.is_fixed_size_list(arr.type):
+            # Zero-copy when the input is float32 already; null slots are zeroed on a copy.
+            matrix = np.ascontiguousarray(flat.reshape(n, d), dtype=np.float32)
+            if (~present).any():
+                matrix = matrix.copy()
+                matrix[~present] = 0.0
+        else:
+            matrix = np.zeros((n, d), dtype=np.float32)
+            matrix[present] = flat.reshape(-1, d)
     finite, sq_norm = _row_stats(matrix)
     if not finite.all():
         raise _refuse(column, "NaN or infinite values (or values that overflow float32)",
