@@ -553,9 +553,16 @@ class StoreWriter:
                 frame = hook_frame if hook_frame is not None else self._kept_frame()
                 for hook in self.hooks:
                     hook(self.tmp, frame)
-            written = [*self.written, *(p for p in self.tmp.rglob("*") if p.is_file()
-                                       and p not in set(self.written))]
-            list(pool.map(_fsync_file, written))
+            ours = set(self.written)
+            indexed = sorted(p for p in self.tmp.rglob("*") if p.is_file() and p not in ours
+                             and p != vec_path)
+            extra = [vec_path] if vec_path is not None and vec_path not in ours else []
+            list(pool.map(_fsync_file, [*self.written, *extra, *indexed]))
+            # Files the hooks wrote (the BM25 index) are checksummed like the data files, so
+            # `verify` notices a damaged index too; they have no row count.
+            for path, digest in zip(indexed, pool.map(sha256_file, indexed), strict=True):
+                self.files[path.relative_to(self.tmp).as_posix()] = {"rows": None,
+                                                                     "sha256": digest}
             if vec_path is not None and vec_hash is not None:
                 self.files["vectors.npy"] = {"rows": self.vector_rows,
                                              "sha256": vec_hash.result()}
@@ -578,7 +585,7 @@ class StoreWriter:
             **self.extra,
         }
         _pause_point("files-written")
-        for sub in {p.parent for p in self.written}:
+        for sub in {p.parent for p in (*self.written, *indexed)}:
             _fsync_dir(sub)
         mpath = self.tmp / "manifest.json"
         mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")

@@ -100,6 +100,29 @@ def test_missing_and_foreign_files(store: Path) -> None:
     assert "part-09999.parquet" in messages and "not listed" in messages
 
 
+def test_bm25_index_files_are_checksummed(store: Path) -> None:
+    version = open_store(store).version
+    files = json.loads((version / "manifest.json").read_text())["files"]
+    index = sorted(rel for rel in files if rel.startswith("bm25/"))
+    assert index and all(files[rel]["rows"] is None for rel in index)
+    assert verify_store(store).ok
+    vocab = version / "bm25" / "vocab.index.json"
+    vocab.write_text(vocab.read_text().replace('"', "'", 1))
+    (version / "bm25" / "stray.bin").write_bytes(b"x")
+    messages = " ".join(str(p) for p in verify_store(store).problems)
+    assert "bm25/vocab.index.json" in messages and "sha256" in messages
+    assert "bm25/stray.bin" in messages and "not listed" in messages
+
+
+def test_bm25_files_are_identical_across_runs(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        write_store(ingest(_table()), root, buckets=4, embedding_model="test-model")
+    fa = json.loads(_manifest_path(a).read_text())["files"]
+    fb = json.loads(_manifest_path(b).read_text())["files"]
+    assert fa == fb  # every data and index file, byte for byte
+
+
 def test_row_count_mismatch(store: Path) -> None:
     mpath = _manifest_path(store)
     manifest = json.loads(mpath.read_text())
