@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from arrowdedup import DedupConfig, NoEmbeddingsWarning, RetrievalConfig, SchemaError, dedupe_ranked
@@ -225,3 +225,27 @@ def test_numba_kernel_equals_numpy_twin(p):
     a = greedy_ranked(m, usable, lang, thr)
     b = greedy_ranked_numpy(m, usable, lang, thr)
     assert np.array_equal(a, b)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 70), st.sampled_from([3, 16, 17, 40, 384]),
+       st.sampled_from([0, 3]), st.sampled_from([0.8, 0.9]))
+def test_dedupe_ranked_equals_the_numpy_twin_on_raw_vectors(seed, n, dim, langs, thr):
+    """The one-call path (unnormalised rows, padded aligned copy, rows in pairs) decides like
+    the Gram-matrix twin on unit vectors, for every size parity and dimension."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(max(1, n // 3), dim))
+    m = centres[rng.integers(len(centres), size=n)] + rng.normal(scale=0.05, size=(n, dim))
+    m *= rng.uniform(0.5, 3.0, size=(n, 1))  # not unit length
+    unit32 = (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float32)
+    gram = unit32.astype(np.float64) @ unit32.T.astype(np.float64)
+    assume(not (np.abs(gram - thr) < 1e-4).any())  # clear of the rounding band
+    lang = [f"l{v}" for v in rng.integers(0, max(langs, 1), n)]
+    frame = ranked([f"r{i}" for i in range(n)], list(m), **({"language": lang} if langs else {}))
+    out = dedupe_ranked(frame, DedupConfig(retrieval=RetrievalConfig(similarity_threshold=thr)))
+    codes = np.unique(lang, return_inverse=True)[1].astype(np.int64) if langs else \
+        np.zeros(n, dtype=np.int64)
+    rep = greedy_ranked_numpy(unit32, np.ones(n, dtype=bool), codes, thr)
+    assert out.get_column("segment_id").to_list() == [f"r{i}" for i in range(n) if rep[i] < 0]
+    expected = [[f"r{j}" for j in range(n) if rep[j] == i] for i in range(n) if rep[i] < 0]
+    assert out.get_column("displaced_ids").to_list() == expected
