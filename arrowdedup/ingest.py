@@ -259,8 +259,7 @@ def run_kernels(
             args = (rows, matrix, inv_norm, usable, plan.hash_class, plan.filtered,
                     threshold, sel_of_class, action, rep, sim)
             if use_lsh[g]:
-                buckets = lsh.candidate_buckets(rows, matrix, inv_norm, usable, texts, ing)
-                lsh.greedy_lsh_group(*args, buckets)
+                lsh.greedy_lsh(*args, texts, ing)
             else:
                 kernels_blocked.greedy_blocked_group(*args)
     return action, rep, sim

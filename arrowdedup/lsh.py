@@ -22,10 +22,12 @@ selection order) among the candidates that reach the threshold, so every LSH mer
 merge and LSH equals exact mode when the buckets hold all pairs. Nothing here depends on
 ``PYTHONHASHSEED``: keys are integers, datasketch hashes with SHA-1, and all orders are sorted.
 
-Memory for a group of ``m`` rows: the selected unit vectors (≤ one copy of its embeddings),
-``m × bands`` uint64 keys and ``2 × m × bands`` int64 bucket slots (Hyperplane: 64 bands are
-1.5 KB per row), ``m × LshSignatureBits / 8`` bytes of signatures and a projection buffer of
-``PROJECT_CHUNK × LshSignatureBits`` floats.
+Memory for a group of ``m`` rows and ``B`` bands: while the buckets are built, ``m × B``
+uint64 keys, ``m × B`` int64 bucket numbers and at most ``m × B`` int64 members (Hyperplane,
+64 bands: 1.5 KB a row at most); for the scan they give way to its layout (:class:`ScanLayout`,
+int32: at most ``2 × m × B`` slots, 0.5 KB a row) and the selected unit vectors (at most one
+copy of the group's embeddings). Throughout: ``m × LshSignatureBits / 8`` bytes of signatures
+and a projection buffer of ``PROJECT_CHUNK × LshSignatureBits`` floats.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def _bucket_rows(by_band: np.ndarray, idx: np.ndarray, counting: bool, bits: int
     bands, m = by_band.shape
     v = idx.shape[0]
     row_bucket = np.full((m, bands), -1, dtype=np.int64)
-    sizes = np.empty(v // 2 * bands + 1, dtype=np.int64)  # at most v // 2 buckets a band
+    sizes = np.empty(v // 2 * bands + 1, dtype=np.int32)  # at most v // 2 buckets a band
     n_buckets = 0
     order = np.empty(v, dtype=np.int64)
     k = np.empty(v, dtype=np.uint64)
@@ -341,20 +343,39 @@ def popcount(typingctx: Any, x: Any) -> tuple[Any, Any]:
     return signature, codegen
 
 
+@dataclasses.dataclass(frozen=True)
+class ScanLayout:
+    """The scan's working form of :class:`Buckets`: bucket ``k`` becomes a count at
+    ``box[starts[k] + k]`` followed by room for its members, and ``pos[i, b]`` is the count's
+    index for row ``i``'s bucket in band ``b`` (-1: none), so each (row, band) costs one
+    random memory access, not two. int32 while the box fits (half the memory of int64)."""
+
+    pos: np.ndarray  # (m, bands)
+    box: np.ndarray
+    signatures: np.ndarray  # (m, words) uint64; one zero word when there is no Hamming test
+    max_hamming: int  # -1: no Hamming test
+
+    @classmethod
+    def of(cls, buckets: Buckets) -> ScanLayout:
+        m, bands = buckets.row_bucket.shape
+        n_buckets = buckets.n_buckets
+        size = int(buckets.starts[n_buckets]) + n_buckets
+        dtype = np.int32 if max(size, m) < 2**31 - 1 else np.int64
+        pos = np.full((m, bands), -1, dtype=dtype)
+        _fill_positions(buckets.row_bucket, buckets.starts, pos)
+        if buckets.signatures is None:
+            return cls(pos, np.zeros(size, dtype=dtype), np.zeros((m, 1), dtype=np.uint64), -1)
+        return cls(pos, np.zeros(size, dtype=dtype), buckets.signatures, buckets.max_hamming)
+
+
 @numba.njit(nogil=True, cache=True)
-def _bucket_layout(row_bucket: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The scan's working layout: bucket ``k`` becomes a count at ``box[starts[k] + k]`` followed
-    by room for its members, and ``pos[i, b]`` is the count's index for row ``i``'s bucket in
-    band ``b`` (-1: none). Each (row, band) then costs one random memory access, not two."""
+def _fill_positions(row_bucket: np.ndarray, starts: np.ndarray, pos: np.ndarray) -> None:
     m, bands = row_bucket.shape
-    n_buckets = starts.shape[0] - 1
-    pos = np.full((m, bands), -1, dtype=np.int64)
     for i in range(m):
         for b in range(bands):
             q = row_bucket[i, b]
             if q >= 0:
                 pos[i, b] = starts[q] + q
-    return pos, np.zeros(starts[n_buckets] + n_buckets, dtype=np.int64)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)
@@ -453,14 +474,33 @@ def greedy_lsh_group(
     action: np.ndarray,
     rep: np.ndarray,
     sim: np.ndarray,
-    buckets: Buckets,
+    buckets: Buckets | ScanLayout,
 ) -> None:
     """Greedy scan of one group comparing only bucket-mates (arguments as
     :func:`arrowdedup.kernels_blocked.greedy_blocked_group`)."""
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    sig = buckets.signatures if buckets.signatures is not None else \
-        np.zeros((rows.shape[0], 1), dtype=np.uint64)
-    pos, box = _bucket_layout(buckets.row_bucket, buckets.starts)
-    _scan_lsh(rows, pos, box, matrix, inv_norm, usable, hash_class, filtered, threshold,
-              sel_of_class, action, rep, sim, sig,
-              buckets.max_hamming if buckets.signatures is not None else -1)
+    layout = buckets if isinstance(buckets, ScanLayout) else ScanLayout.of(buckets)
+    _scan_lsh(np.ascontiguousarray(rows, dtype=np.int64), layout.pos, layout.box, matrix,
+              inv_norm, usable, hash_class, filtered, threshold, sel_of_class, action, rep,
+              sim, layout.signatures, layout.max_hamming)
+
+
+def greedy_lsh(
+    rows: np.ndarray,
+    matrix: np.ndarray,
+    inv_norm: np.ndarray,
+    usable: np.ndarray,
+    hash_class: np.ndarray,
+    filtered: np.ndarray,
+    threshold: float,
+    sel_of_class: np.ndarray,
+    action: np.ndarray,
+    rep: np.ndarray,
+    sim: np.ndarray,
+    texts: pa.Array | pa.ChunkedArray | None,
+    cfg: IngestionConfig,
+) -> None:
+    """:func:`candidate_buckets` then :func:`greedy_lsh_group`, letting the bucket tables go
+    before the scan allocates its selected vectors (they are not needed once laid out)."""
+    layout = ScanLayout.of(candidate_buckets(rows, matrix, inv_norm, usable, texts, cfg))
+    greedy_lsh_group(rows, matrix, inv_norm, usable, hash_class, filtered, threshold,
+                     sel_of_class, action, rep, sim, layout)
