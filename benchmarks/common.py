@@ -79,14 +79,21 @@ def versions(extra: Sequence[str] = ()) -> dict[str, str | None]:
     return out
 
 
+# What the harness itself writes: a run of several parts or benchmarks must not call the code
+# it measures dirty because an earlier part rewrote these.
+GENERATED = ("benchmarks/results", "benchmarks/README.md", "README.md")
+
+
 def git_commit() -> dict[str, Any]:
-    """HEAD commit of the checkout and whether tracked files differ from it."""
+    """HEAD commit of the checkout and whether tracked files other than the generated results
+    and READMEs differ from it."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
                               check=False).stdout.strip()
 
     commit = git("rev-parse", "HEAD")
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                     *(f":(exclude){path}" for path in GENERATED)))
     return {"commit": commit or None, "dirty": dirty}
 
 
