@@ -259,7 +259,12 @@ def run_kernels(
             args = (rows, matrix, inv_norm, usable, plan.hash_class, plan.filtered,
                     threshold, sel_of_class, action, rep, sim)
             if use_lsh[g]:
-                lsh.greedy_lsh(*args, texts, ing)
+                # The bucket tables go as soon as they are laid out, before the scan
+                # allocates its selected vectors (peak memory).
+                layout = lsh.ScanLayout.of(
+                    lsh.candidate_buckets(rows, matrix, inv_norm, usable, texts, ing))
+                lsh.greedy_lsh_group(*args, layout)
+                del layout
             else:
                 kernels_blocked.greedy_blocked_group(*args)
     return action, rep, sim

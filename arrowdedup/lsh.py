@@ -482,25 +482,3 @@ def greedy_lsh_group(
     _scan_lsh(np.ascontiguousarray(rows, dtype=np.int64), layout.pos, layout.box, matrix,
               inv_norm, usable, hash_class, filtered, threshold, sel_of_class, action, rep,
               sim, layout.signatures, layout.max_hamming)
-
-
-def greedy_lsh(
-    rows: np.ndarray,
-    matrix: np.ndarray,
-    inv_norm: np.ndarray,
-    usable: np.ndarray,
-    hash_class: np.ndarray,
-    filtered: np.ndarray,
-    threshold: float,
-    sel_of_class: np.ndarray,
-    action: np.ndarray,
-    rep: np.ndarray,
-    sim: np.ndarray,
-    texts: pa.Array | pa.ChunkedArray | None,
-    cfg: IngestionConfig,
-) -> None:
-    """:func:`candidate_buckets` then :func:`greedy_lsh_group`, letting the bucket tables go
-    before the scan allocates its selected vectors (they are not needed once laid out)."""
-    layout = ScanLayout.of(candidate_buckets(rows, matrix, inv_norm, usable, texts, cfg))
-    greedy_lsh_group(rows, matrix, inv_norm, usable, hash_class, filtered, threshold,
-                     sel_of_class, action, rep, sim, layout)
