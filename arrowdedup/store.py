@@ -553,11 +553,9 @@ class StoreWriter:
                 frame = hook_frame if hook_frame is not None else self._kept_frame()
                 for hook in self.hooks:
                     hook(self.tmp, frame)
-            ours = set(self.written)
-            indexed = sorted(p for p in self.tmp.rglob("*") if p.is_file() and p not in ours
-                             and p != vec_path)
-            extra = [vec_path] if vec_path is not None and vec_path not in ours else []
-            list(pool.map(_fsync_file, [*self.written, *extra, *indexed]))
+            ours = set(self.written)  # the data files and vectors.npy
+            indexed = sorted(p for p in self.tmp.rglob("*") if p.is_file() and p not in ours)
+            list(pool.map(_fsync_file, [*self.written, *indexed]))
             # Files the hooks wrote (the BM25 index) are checksummed like the data files, so
             # `verify` notices a damaged index too; they have no row count.
             for path, digest in zip(indexed, pool.map(sha256_file, indexed), strict=True):
