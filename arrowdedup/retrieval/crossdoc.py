@@ -178,7 +178,6 @@ def output_plan(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 _ALL = np.ones(0, dtype=np.bool_)  # "every row": saves allocating a mask per call
-_ONE_LANGUAGE = np.zeros(0, dtype=np.int64)
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath=_FASTMATH)
@@ -186,7 +185,7 @@ def _dedupe_rows(matrix: np.ndarray, present: np.ndarray, lang: np.ndarray, thre
                  ) -> tuple[int, int, np.ndarray, np.ndarray, int]:
     """:func:`dedupe_ranked`'s per-row work in one call: inverse norms (float64 sums of
     squares; NaN / inf anywhere in a row make it non-finite), the greedy scan and the output
-    plan. An empty ``present`` means every row is present, an empty ``lang`` one language.
+    plan. An empty ``present`` means every row is present.
     Returns the number of non-finite rows (nothing is decided when there are any), the
     number of usable rows and :func:`output_plan`'s three values."""
     n, d = matrix.shape
@@ -216,10 +215,9 @@ def _dedupe_rows(matrix: np.ndarray, present: np.ndarray, lang: np.ndarray, thre
             usable[i] = True
             nusable += 1
             inv[i] = np.float32(1.0 / np.sqrt(acc))
-    langs = np.zeros(n, dtype=np.int64) if lang.size == 0 else lang
     rep = np.full(n, -1, dtype=np.int64)
     if nbad == 0:
-        _greedy_into(rows, inv, usable, langs, np.float32(threshold), rep)
+        _greedy_into(rows, inv, usable, lang, np.float32(threshold), rep)
     order, offsets, nkept = output_plan(rep)
     return nbad, nusable, order, offsets, nkept
 
@@ -389,8 +387,7 @@ def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFra
     # Series at a time: a DataFrame gather hands the work to Polars' thread pool, which costs
     # more than it saves on 100 rows.
     nbad, nusable, order, offsets, nkept = _dedupe_rows(
-        matrix, present,
-        language_codes(frame) if "language" in columns else _ONE_LANGUAGE,
+        matrix, present, language_codes(frame),
         effective_threshold(cfg.retrieval.similarity_threshold))
     if nbad:
         bad = np.flatnonzero(~np.isfinite(np.asarray(matrix, dtype=np.float64).sum(axis=1)))
