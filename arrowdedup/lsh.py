@@ -363,9 +363,10 @@ class ScanLayout:
         dtype = np.int32 if max(size, m) < 2**31 - 1 else np.int64
         pos = np.full((m, bands), -1, dtype=dtype)
         _fill_positions(buckets.row_bucket, buckets.starts, pos)
-        if buckets.signatures is None:
-            return cls(pos, np.zeros(size, dtype=dtype), np.zeros((m, 1), dtype=np.uint64), -1)
-        return cls(pos, np.zeros(size, dtype=dtype), buckets.signatures, buckets.max_hamming)
+        # Without signatures max_hamming is -1 (no Hamming test); the scan still wants an array.
+        sig = buckets.signatures if buckets.signatures is not None else \
+            np.zeros((m, 1), dtype=np.uint64)
+        return cls(pos, np.zeros(size, dtype=dtype), sig, buckets.max_hamming)
 
 
 @numba.njit(nogil=True, cache=True)
