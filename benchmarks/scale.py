@@ -127,12 +127,13 @@ def part_floor(rows: list[dict[str, Any]]) -> None:
         print(f"   floor n={row['n']}: {floor:.2f} s ({how})", flush=True)
 
 
-def config(mode: str, method: str | None = None) -> Any:
+def config(mode: str, method: str | None = None, **ingestion: Any) -> Any:
+    """The default config in ``mode`` (LSH for every group), with Ingestion overrides."""
     from arrowdedup.config import DedupConfig, LshMethod, Mode
 
     base = DedupConfig()
     ing = dataclasses.replace(base.ingestion, mode=Mode.EXACT if mode == "exact" else Mode.LSH,
-                              lsh_min_segments=1)
+                              lsh_min_segments=1, **ingestion)
     if method:
         ing = dataclasses.replace(ing, lsh_method=LshMethod(method))
     return dataclasses.replace(base, ingestion=ing)
@@ -206,22 +207,18 @@ def part_crossover(quick: bool) -> dict[str, Any]:
     """Numba scan vs BLAS-blocked kernel on one document per n (kernel stage, best of 3)."""
     import polars as pl
 
-    from arrowdedup.config import DedupConfig
+    from arrowdedup.config import IngestionConfig
     from arrowdedup.ingest import run_kernels
 
     from .corpus import make_corpus
-
-    def with_block_min(value: int) -> Any:
-        base = DedupConfig()
-        return dataclasses.replace(base, ingestion=dataclasses.replace(
-            base.ingestion, block_min_segments=value))
 
     rows = []
     for n in QUICK_CROSSOVER_SIZES if quick else CROSSOVER_SIZES:
         corpus = make_corpus(1, n, 384, near_fraction=0.5, seed=7)
         plan, emb, _ = prepared(pl.from_arrow(corpus.table))
         row: dict[str, Any] = {"n": n}
-        for name, cfg in (("numba", with_block_min(n + 1)), ("blocked", with_block_min(1))):
+        for name, cfg in (("numba", config("exact", block_min_segments=n + 1)),
+                          ("blocked", config("exact", block_min_segments=1))):
             run_kernels(plan, emb, cfg, None)  # warm-up (JIT cache, BLAS threads)
             times = []
             for _ in range(3):
@@ -241,7 +238,6 @@ def part_crossover(quick: bool) -> dict[str, Any]:
         if all(r["blocked_s"] < r["numba_s"] for r in rows[i:]):
             crossover = row["n"]
             break
-    from arrowdedup.config import IngestionConfig
     return {"rows": rows, "crossover_n": crossover,
             "block_min_segments_default": IngestionConfig().block_min_segments}
 
