@@ -166,6 +166,11 @@ class IngestionConfig:
         default=3_000,
         metadata=_key("BlockMinSegments", _int_at_least(1), "an integer >= 1"),
     )
+    # SPEC §2 step 4: merge only into a representative whose facts cover the segment's;
+    # false gives the reference's cosine-only decisions.
+    fact_guard: bool = dataclasses.field(
+        default=True, metadata=_key("FactGuard", _bool, "true or false")
+    )
 
     def __post_init__(self) -> None:
         _validate(self, "Ingestion")
@@ -181,6 +186,10 @@ class RetrievalConfig:
     )
     min_relevance_score: float = dataclasses.field(
         default=0.25, metadata=_key("MinRelevanceScore", _closed01, "a number in [0, 1]")
+    )
+    # SPEC §4 step 5: a result is a duplicate only if the selected one covers its facts.
+    fact_guard: bool = dataclasses.field(
+        default=True, metadata=_key("FactGuard", _bool, "true or false")
     )
 
     def __post_init__(self) -> None:

@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import kernels, kernels_blocked, lsh
+from . import facts, kernels, kernels_blocked, lsh
 from .config import DecayMode, DedupConfig, Mode, resolve_config
 from .hashing import xxh64
 from .salience import DefaultSalience, SalienceScorer
@@ -89,13 +89,17 @@ def log_line(before: int, after: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """The row permutation and group layout the kernels walk."""
+    """The row permutation and group layout the kernels walk, and the fact signatures the
+    guard reads (CSR; empty when the guard is off)."""
 
     order: np.ndarray  # int64 (n,)
     offsets: np.ndarray  # int64 (G + 1,)
     hash_class: np.ndarray  # int64 (n,)
     n_classes: int
     filtered: np.ndarray  # bool (n,)
+    fact_offsets: np.ndarray | None = None  # int64 (n + 1,)
+    fact_values: np.ndarray | None = None  # uint64
+    fact_modes: np.ndarray | None = None  # int8 (n,)
 
     @property
     def sizes(self) -> np.ndarray:
@@ -127,13 +131,19 @@ def ingest(
         salience = frame.get_column("salience").cast(pl.Float64).fill_null(0.0).to_numpy()
     with timer.stage("hash"):
         hashes = content_hash_codes(frame)
+    with timer.stage("facts"):
+        signature = None
+        if cfg.ingestion.fact_guard:
+            signature = facts.signatures_of(frame)
+            if facts.FACT_COLUMN not in frame.columns:
+                # Kept with the segments, so retrieval reads it instead of recomputing it.
+                frame = frame.with_columns(facts.signature_series(*signature))
     with timer.stage("plan"):
-        plan = make_plan(frame, salience, hashes, cfg)
+        plan = make_plan(frame, salience, hashes, cfg, signature)
     with timer.stage("kernel"):
-        action, rep, sim = run_kernels(plan, emb, cfg, threads,
-                                       texts=frame.get_column("text").to_arrow())
+        out = run_kernels(plan, emb, cfg, threads, texts=frame.get_column("text").to_arrow())
     with timer.stage("output"):
-        result = build_result(frame, salience, action, rep, sim, cfg, timer.timings,
+        result = build_result(frame, salience, out, cfg, timer.timings,
                               emb.dim if emb is not None else None)
     if cfg.analytics.enable_logging:
         log.info(result.summary())
@@ -177,7 +187,8 @@ def group_codes(frame: pl.DataFrame) -> np.ndarray:
 
 
 def make_plan(
-    frame: pl.DataFrame, salience: np.ndarray, hashes: np.ndarray, cfg: DedupConfig
+    frame: pl.DataFrame, salience: np.ndarray, hashes: np.ndarray, cfg: DedupConfig,
+    signature: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Plan:
     n = frame.height
     groups = group_codes(frame)
@@ -199,7 +210,12 @@ def make_plan(
     n_classes = int(hash_class.max()) + 1 if n else 0
     ing = cfg.ingestion
     filtered = (salience > 0.0) & (salience < ing.salience_threshold)
-    return Plan(order, offsets, hash_class, n_classes, filtered)
+    if signature is None:
+        return Plan(order, offsets, hash_class, n_classes, filtered)
+    modes = facts.fact_modes(
+        frame.get_column("segment_type") if "segment_type" in frame.columns else None, n)
+    return Plan(order, offsets, hash_class, n_classes, filtered, signature[0], signature[1],
+                modes)
 
 
 @contextlib.contextmanager
@@ -216,21 +232,9 @@ def numba_threads(threads: int | None) -> Iterator[None]:
         numba.set_num_threads(previous)
 
 
-def run_kernels(
-    plan: Plan,
-    emb: Embeddings | None,
-    cfg: DedupConfig,
-    threads: int | None,
-    *,
-    texts: pa.Array | pa.ChunkedArray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run the kernel each group needs: the Numba scan for small groups (in parallel), the
-    BLAS-blocked kernel for groups of ``BlockMinSegments`` or more, LSH for groups of
-    ``LshMinSegments`` or more in LSH mode (``texts``: the text column, for MinHash)."""
+def kernel_plan(plan: Plan, emb: Embeddings | None, cfg: DedupConfig) -> kernels.KernelPlan:
+    """The struct every kernel reads, from the plan and the embeddings."""
     n = plan.order.shape[0]
-    action, rep, sim = kernels.new_outputs(n)
-    if not cfg.ingestion.enabled or n == 0:
-        return action, rep, sim
     if emb is None or emb.dim == 0:
         matrix = np.zeros((n, 1), dtype=np.float32)
         usable = np.zeros(n, dtype=bool)
@@ -241,33 +245,62 @@ def run_kernels(
         inv_norm[usable] = (1.0 / np.sqrt(emb.sq_norm[usable])).astype(np.float32)
     else:
         inv_norm = kernels.inverse_norms(matrix, usable)
+    guard = cfg.ingestion.fact_guard and plan.fact_offsets is not None
+    if guard:
+        assert plan.fact_offsets is not None and plan.fact_values is not None
+        assert plan.fact_modes is not None
+        f_off, f_val, f_mode = plan.fact_offsets, plan.fact_values, plan.fact_modes
+    else:
+        f_off, f_val, f_mode = kernels.no_facts(n)
+    return kernels.KernelPlan(
+        plan.order, plan.offsets, matrix, inv_norm, usable, plan.hash_class, plan.n_classes,
+        plan.filtered, kernels.effective_threshold(cfg.ingestion.similarity_threshold),
+        f_off, f_val, f_mode, guard,
+    )
+
+
+def run_kernels(
+    plan: Plan,
+    emb: Embeddings | None,
+    cfg: DedupConfig,
+    threads: int | None,
+    *,
+    texts: pa.Array | pa.ChunkedArray | None = None,
+) -> kernels.Outputs:
+    """Run the kernel each group needs: the Numba scan for small groups (in parallel), the
+    BLAS-blocked kernel for groups of ``BlockMinSegments`` or more, LSH for groups of
+    ``LshMinSegments`` or more in LSH mode (``texts``: the text column, for MinHash)."""
+    n = plan.order.shape[0]
+    out = kernels.new_outputs(n)
+    if not cfg.ingestion.enabled or n == 0:
+        return out
+    p = kernel_plan(plan, emb, cfg)
     ing = cfg.ingestion
-    threshold = kernels.effective_threshold(ing.similarity_threshold)
     sizes = plan.sizes
     use_lsh = (sizes >= ing.lsh_min_segments) if ing.mode is Mode.LSH else np.zeros_like(
         sizes, dtype=bool)
     large = (sizes >= ing.block_min_segments) | use_lsh
     small = np.flatnonzero(~large).astype(np.int64)
     with numba_threads(threads), kernels_blocked.blas_threads(threads):
-        kernels.greedy_numba(
-            plan.order, plan.offsets, small, matrix, inv_norm, usable, plan.hash_class,
-            plan.n_classes, plan.filtered, threshold, action, rep, sim,
-        )
+        kernels.greedy_numba(p, small, out)
         sel_of_class = np.full(plan.n_classes, -1, dtype=np.int64)
         for g in np.flatnonzero(large).tolist():
             rows = plan.order[plan.offsets[g] : plan.offsets[g + 1]]
-            args = (rows, matrix, inv_norm, usable, plan.hash_class, plan.filtered,
-                    threshold, sel_of_class, action, rep, sim)
             if use_lsh[g]:
                 # The bucket tables go as soon as they are laid out, before the scan
                 # allocates its selected vectors (peak memory).
                 layout = lsh.ScanLayout.of(
-                    lsh.candidate_buckets(rows, matrix, inv_norm, usable, texts, ing))
-                lsh.greedy_lsh_group(*args, layout)
+                    lsh.candidate_buckets(rows, p.matrix, p.inv_norm, p.usable, texts, ing))
+                lsh.greedy_lsh_group(rows, p, sel_of_class, out, layout)
                 del layout
             else:
-                kernels_blocked.greedy_blocked_group(*args)
-    return action, rep, sim
+                kernels_blocked.greedy_blocked_group(rows, p, sel_of_class, out)
+    # A refusal explains a merge or a keep only: a row that became an exact copy later in
+    # a block (blocked kernel) was screened before it was known to be one.
+    undecided = (out.action != kernels.KEPT) & (out.action != kernels.MERGED_NEAR)
+    out.refused[undecided] = -1
+    out.reason[undecided] = 0
+    return out
 
 
 def boost_fraction(near_counts: np.ndarray, cfg: DedupConfig) -> np.ndarray:
@@ -283,16 +316,28 @@ def boost_fraction(near_counts: np.ndarray, cfg: DedupConfig) -> np.ndarray:
     return np.where(c > 0, boost, 0.0)
 
 
+def _ids_at(seg_ids: pl.Series, rows: np.ndarray, name: str) -> pl.Series:
+    """The segment id of each row index in ``rows`` (null where it is -1)."""
+    has = rows >= 0
+    if not has.any():
+        return pl.Series(name, [None] * rows.shape[0], dtype=pl.String)
+    return (
+        pl.DataFrame({"m": has})
+        .select(pl.when(pl.col("m")).then(seg_ids.gather(np.where(has, rows, 0))))
+        .to_series()
+        .alias(name)
+    )
+
+
 def build_result(
     frame: pl.DataFrame,
     salience: np.ndarray,
-    action: np.ndarray,
-    rep: np.ndarray,
-    sim: np.ndarray,
+    out: kernels.Outputs,
     cfg: DedupConfig,
     timings: dict[str, float],
     dim: int | None,
 ) -> IngestionResult:
+    action, rep, sim = out.action, out.rep, out.sim
     n = frame.height
     near = action == kernels.MERGED_NEAR
     exact = action == kernels.DROPPED_EXACT
@@ -324,22 +369,21 @@ def build_result(
     ).filter(pl.Series(kept_mask))
 
     seg_ids = frame.get_column("segment_id").cast(pl.String)
-    has_rep = rep >= 0
-    rep_ids = pl.Series("representative_id", [None] * n, dtype=pl.String)
-    if has_rep.any():
-        rep_ids = (
-            pl.DataFrame({"r": np.where(has_rep, rep, 0), "m": has_rep})
-            .select(pl.when(pl.col("m")).then(seg_ids.gather(np.where(has_rep, rep, 0))))
-            .to_series()
-            .alias("representative_id")
-        )
+    reasons = pl.Series("guard_reason", out.reason).replace_strict(
+        {i + 1: name for i, name in enumerate(facts.REASONS)}, default=None,
+        return_dtype=facts.REASON_DTYPE)
     decisions = pl.DataFrame({
         "doc_id": frame.get_column("doc_id").cast(pl.String),
         "segment_id": seg_ids,
         "action": pl.Series(action).replace_strict(
             dict(enumerate(kernels.ACTION_NAMES)), return_dtype=ACTION_DTYPE),
-        "representative_id": rep_ids,
+        "representative_id": _ids_at(seg_ids, rep, "representative_id"),
         "similarity": pl.Series(np.where(near, sim, np.nan), dtype=pl.Float32),
+        "guard_refused_id": _ids_at(seg_ids, out.refused, "guard_refused_id"),
+        "guard_reason": reasons,
+        # What was removed, beside what stands for it (null for kept segments).
+        "text": pl.select(pl.when(pl.Series(~kept_mask)).then(
+            frame.get_column("text").cast(pl.String))).to_series().alias("text"),
     }).with_columns(pl.col("similarity").fill_nan(None))
     if "language" in frame.columns:
         # Removed rows are not in the kept segments, so per-language analytics

@@ -1,6 +1,7 @@
 """The greedy dedup kernels of SPEC section 2, over the offsets of a whole table.
 
-Every kernel takes and returns NumPy arrays only:
+Every kernel takes one :class:`KernelPlan` (a NamedTuple of NumPy arrays that Numba passes as
+a struct) and writes into one :class:`Outputs`:
 
 - ``order``: row indices, grouped (one group after another) and, inside a group, sorted by
   salience descending then position ascending;
@@ -8,18 +9,25 @@ Every kernel takes and returns NumPy arrays only:
 - ``matrix``: (n, d) float32 embeddings in input row order (never moved: the kernel reads
   rows through ``order``), ``inv_norm`` their inverse norms (0 where unusable), ``usable``;
 - ``hash_class``: a dense id per row, equal for rows of one group with one content hash;
-- ``filtered``: rows removed by the noise filter before the pass.
+- ``filtered``: rows removed by the noise filter before the pass;
+- ``fact_offsets`` / ``fact_values`` / ``fact_modes``: the fact signatures in CSR form and the
+  per-row guard mode (:mod:`arrowdedup.facts`); ``guard`` turns the fact guard on.
 
-They return ``action`` (int8, codes below), ``rep`` (representative row or -1) and ``sim``
-(cosine to the representative for near merges, else NaN). The Numba kernel runs groups in
+They write ``action`` (int8, codes below), ``rep`` (representative row or -1), ``sim``
+(cosine to the representative for near merges, else NaN), and ``refused`` / ``reason`` (the
+first selected row that passed the cosine test but failed the fact guard, and why). The Numba kernel runs groups in
 parallel; each group is scanned by one thread in a fixed order, so the output does not depend
 on the thread count. ``greedy_numpy`` is the pure-NumPy twin, tested to agree.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
+
+from .facts import conflict
 
 KEPT = np.int8(0)
 MERGED_NEAR = np.int8(1)
@@ -34,68 +42,114 @@ ACTION_NAMES = ("kept", "merged_near", "dropped_exact", "filtered_low_salience")
 COSINE_SLACK = 4e-6
 
 
+class KernelPlan(NamedTuple):
+    """Everything a kernel reads, as one struct (Numba passes a NamedTuple of arrays as a
+    tuple, so no kernel takes a long positional argument list)."""
+
+    order: np.ndarray  # int64 (n,)
+    offsets: np.ndarray  # int64 (G + 1,)
+    matrix: np.ndarray  # float32 (n, d)
+    inv_norm: np.ndarray  # float32 (n,)
+    usable: np.ndarray  # bool (n,)
+    hash_class: np.ndarray  # int64 (n,)
+    n_classes: int
+    filtered: np.ndarray  # bool (n,)
+    threshold: float  # the effective float32 bound (effective_threshold)
+    fact_offsets: np.ndarray  # int64 (n + 1,)
+    fact_values: np.ndarray  # uint64
+    fact_modes: np.ndarray  # int8 (n,)
+    guard: bool
+
+
+class Outputs(NamedTuple):
+    action: np.ndarray  # int8 (n,)
+    rep: np.ndarray  # int64 (n,)
+    sim: np.ndarray  # float32 (n,)
+    refused: np.ndarray  # int64 (n,): first guard-refused representative row, or -1
+    reason: np.ndarray  # int8 (n,): its fact kind (facts.KIND_NAMES), or 0
+
+
 def effective_threshold(threshold: float) -> float:
     """The float32 comparison bound every kernel uses for ``cosine >= threshold``."""
     return float(np.float32(threshold - COSINE_SLACK))
 
 
+def no_facts(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Empty signatures for ``n`` rows (the guard then has nothing to check)."""
+    return np.zeros(n + 1, dtype=np.int64), np.empty(0, dtype=np.uint64), \
+        np.zeros(n, dtype=np.int8)
+
+
+def new_outputs(n: int) -> Outputs:
+    return Outputs(
+        np.zeros(n, dtype=np.int8),
+        np.full(n, -1, dtype=np.int64),
+        np.full(n, np.nan, dtype=np.float32),
+        np.full(n, -1, dtype=np.int64),
+        np.zeros(n, dtype=np.int8),
+    )
+
+
 @numba.njit(inline="always")
-def filtered_or_exact(r: int, filtered: np.ndarray, hash_class: np.ndarray,
-                      sel_of_class: np.ndarray, action: np.ndarray, rep: np.ndarray) -> bool:
+def filtered_or_exact(r: int, p: KernelPlan, sel_of_class: np.ndarray, out: Outputs) -> bool:
     """SPEC §2 steps 1 and 3 for row ``r``: the noise filter, then an exact copy of a selected
     segment. Records the decision and returns True when one of them applies. Shared by every
     kernel so the exact and LSH paths cannot drift apart."""
-    if filtered[r]:
-        action[r] = FILTERED
+    if p.filtered[r]:
+        out.action[r] = FILTERED
         return True
-    s = sel_of_class[hash_class[r]]
+    s = sel_of_class[p.hash_class[r]]
     if s >= 0:
-        action[r] = DROPPED_EXACT
-        rep[r] = s
+        out.action[r] = DROPPED_EXACT
+        out.rep[r] = s
         return True
     return False
 
 
+@numba.njit(inline="always")
+def guard_refuses(r: int, s: int, p: KernelPlan, out: Outputs) -> bool:
+    """SPEC §2 step 4's fact guard for row ``r`` against selected row ``s``, which passed the
+    cosine test: True (and the first refusal recorded) when ``s`` does not cover ``r``."""
+    if not p.guard:
+        return False
+    k = conflict(p.fact_offsets, p.fact_values, p.fact_modes, r, s)
+    if k == 0:
+        return False
+    if out.refused[r] < 0:
+        out.refused[r] = s
+        out.reason[r] = k
+    return True
+
+
 @numba.njit(nogil=True, cache=True, fastmath=True)
-def _scan_group(
-    rows: np.ndarray,
-    matrix: np.ndarray,
-    inv_norm: np.ndarray,
-    usable: np.ndarray,
-    hash_class: np.ndarray,
-    filtered: np.ndarray,
-    threshold: float,
-    sel_of_class: np.ndarray,
-    action: np.ndarray,
-    rep: np.ndarray,
-    sim: np.ndarray,
-) -> None:
+def _scan_group(rows: np.ndarray, p: KernelPlan, sel_of_class: np.ndarray, out: Outputs
+                ) -> None:
     m = rows.shape[0]
-    d = matrix.shape[1]
+    d = p.matrix.shape[1]
     # Unit vectors of the selected segments, contiguous, in selection order.
     buffer = np.empty((m, d), dtype=np.float32)
     buffer_rows = np.empty(m, dtype=np.int64)
     cand = np.empty(d, dtype=np.float32)
-    thr = np.float32(threshold)
+    thr = np.float32(p.threshold)
     nsel = 0
     for i in range(m):
         r = rows[i]
-        if filtered_or_exact(r, filtered, hash_class, sel_of_class, action, rep):
+        if filtered_or_exact(r, p, sel_of_class, out):
             continue
-        c = hash_class[r]
-        if usable[r]:
-            scale = inv_norm[r]
+        c = p.hash_class[r]
+        if p.usable[r]:
+            scale = p.inv_norm[r]
             for k in range(d):
-                cand[k] = matrix[r, k] * scale
+                cand[k] = p.matrix[r, k] * scale
             merged = False
             for j in range(nsel):
                 acc = np.float32(0.0)
                 for k in range(d):
                     acc += buffer[j, k] * cand[k]
-                if acc >= thr:
-                    action[r] = MERGED_NEAR
-                    rep[r] = buffer_rows[j]
-                    sim[r] = acc
+                if acc >= thr and not guard_refuses(r, buffer_rows[j], p, out):
+                    out.action[r] = MERGED_NEAR
+                    out.rep[r] = buffer_rows[j]
+                    out.sim[r] = acc
                     merged = True
                     break
             if merged:
@@ -104,87 +158,60 @@ def _scan_group(
                 buffer[nsel, k] = cand[k]
             buffer_rows[nsel] = r
             nsel += 1
-        action[r] = KEPT
+        out.action[r] = KEPT
         sel_of_class[c] = r
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def greedy_numba(
-    order: np.ndarray,
-    offsets: np.ndarray,
-    groups: np.ndarray,
-    matrix: np.ndarray,
-    inv_norm: np.ndarray,
-    usable: np.ndarray,
-    hash_class: np.ndarray,
-    n_classes: int,
-    filtered: np.ndarray,
-    threshold: float,
-    action: np.ndarray,
-    rep: np.ndarray,
-    sim: np.ndarray,
-) -> None:
-    """Scan the groups listed in ``groups`` in parallel, writing into action/rep/sim."""
-    sel_of_class = np.full(n_classes, -1, dtype=np.int64)
+def greedy_numba(p: KernelPlan, groups: np.ndarray, out: Outputs) -> None:
+    """Scan the groups listed in ``groups`` in parallel, writing into ``out``."""
+    sel_of_class = np.full(p.n_classes, -1, dtype=np.int64)
     for gi in numba.prange(groups.shape[0]):
         g = groups[gi]
-        rows = order[offsets[g] : offsets[g + 1]]
-        _scan_group(rows, matrix, inv_norm, usable, hash_class, filtered, threshold,
-                    sel_of_class, action, rep, sim)
+        _scan_group(p.order[p.offsets[g] : p.offsets[g + 1]], p, sel_of_class, out)
 
 
-def new_outputs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    action = np.zeros(n, dtype=np.int8)
-    rep = np.full(n, -1, dtype=np.int64)
-    sim = np.full(n, np.nan, dtype=np.float32)
-    return action, rep, sim
-
-
-def greedy_numpy(
-    order: np.ndarray,
-    offsets: np.ndarray,
-    groups: np.ndarray,
-    matrix: np.ndarray,
-    inv_norm: np.ndarray,
-    usable: np.ndarray,
-    hash_class: np.ndarray,
-    n_classes: int,
-    filtered: np.ndarray,
-    threshold: float,
-    action: np.ndarray,
-    rep: np.ndarray,
-    sim: np.ndarray,
-) -> None:
+def greedy_numpy(p: KernelPlan, groups: np.ndarray, out: Outputs) -> None:
     """Pure-NumPy twin of :func:`greedy_numba` (same arguments, same decisions)."""
-    thr = np.float32(threshold)
-    sel_of_class = np.full(n_classes, -1, dtype=np.int64)
+    from .facts import conflict_reasons
+
+    thr = np.float32(p.threshold)
+    sel_of_class = np.full(p.n_classes, -1, dtype=np.int64)
     for g in groups:
-        rows = order[offsets[g] : offsets[g + 1]]
+        rows = p.order[p.offsets[g] : p.offsets[g + 1]]
         selected: list[np.ndarray] = []
         selected_rows: list[int] = []
         for r in rows:
-            if filtered[r]:
-                action[r] = FILTERED
+            if p.filtered[r]:
+                out.action[r] = FILTERED
                 continue
-            c = hash_class[r]
+            c = p.hash_class[r]
             if sel_of_class[c] >= 0:
-                action[r] = DROPPED_EXACT
-                rep[r] = sel_of_class[c]
+                out.action[r] = DROPPED_EXACT
+                out.rep[r] = sel_of_class[c]
                 continue
-            if usable[r]:
-                cand = matrix[r] * inv_norm[r]
+            if p.usable[r]:
+                cand = p.matrix[r] * p.inv_norm[r]
                 if selected:
                     sims = np.stack(selected) @ cand
                     hits = np.flatnonzero(sims >= thr)
+                    if hits.size and p.guard:
+                        reps = np.asarray(selected_rows, dtype=np.int64)[hits]
+                        why = conflict_reasons(p.fact_offsets, p.fact_values, p.fact_modes,
+                                               np.full(hits.size, r), reps)
+                        if why[0] != 0:
+                            out.refused[r] = reps[0]
+                            out.reason[r] = why[0]
+                        hits = hits[why == 0]
                     if hits.size:
                         j = int(hits[0])
-                        action[r] = MERGED_NEAR
-                        rep[r] = selected_rows[j]
-                        sim[r] = sims[j]
+                        out.action[r] = MERGED_NEAR
+                        out.rep[r] = selected_rows[j]
+                        out.sim[r] = sims[j]
                         continue
                 selected.append(cand.astype(np.float32))
                 selected_rows.append(int(r))
-            action[r] = KEPT
+            out.action[r] = KEPT
             sel_of_class[c] = r
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import numba
 import numpy as np
 
-from .kernels import KEPT, MERGED_NEAR, filtered_or_exact
+from .kernels import KEPT, MERGED_NEAR, KernelPlan, Outputs, filtered_or_exact, guard_refuses
 
 BLOCK = 1024
 CHUNK = 4096
@@ -50,27 +50,31 @@ def _first_hits(
     screen: np.ndarray,
     pending: np.ndarray,
     cand: np.ndarray,
+    crow: np.ndarray,
     selected: np.ndarray,
+    sel_rows: np.ndarray,
     c0: int,
-    threshold: float,
     low: float,
     first_hit: np.ndarray,
     hit_sim: np.ndarray,
+    p: KernelPlan,
+    out: Outputs,
 ) -> None:
     """For each pending candidate, the first selected vector in ``[c0, c0 + chunk)`` whose exact
-    cosine reaches the threshold. Serial: it is a small share of the work, and a parallel
-    region per chunk costs more than it saves on a busy machine."""
-    thr = np.float32(threshold)
+    cosine reaches the threshold and whose facts cover the candidate's. Serial: it is a small
+    share of the work, and a parallel region per chunk costs more than it saves on a busy
+    machine."""
+    thr = np.float32(p.threshold)
     lo = np.float32(low)
     width = screen.shape[1]
     for a in range(pending.shape[0]):
-        p = pending[a]
+        q = pending[a]
         for j in range(width):
             if screen[a, j] >= lo:
-                acc = _dot(cand[p], selected[c0 + j])
-                if acc >= thr:
-                    first_hit[p] = c0 + j
-                    hit_sim[p] = acc
+                acc = _dot(cand[q], selected[c0 + j])
+                if acc >= thr and not guard_refuses(crow[q], sel_rows[c0 + j], p, out):
+                    first_hit[q] = c0 + j
+                    hit_sim[q] = acc
                     break
 
 
@@ -85,84 +89,73 @@ def _scan_block(
     selected: np.ndarray,
     sel_rows: np.ndarray,
     nsel: int,
-    filtered: np.ndarray,
-    usable: np.ndarray,
-    hash_class: np.ndarray,
-    sel_of_class: np.ndarray,
-    threshold: float,
     low: float,
-    action: np.ndarray,
-    rep: np.ndarray,
-    sim: np.ndarray,
+    sel_of_class: np.ndarray,
+    p: KernelPlan,
+    out: Outputs,
 ) -> int:
     """The greedy scan of one block, in order; returns the new selected count."""
-    thr = np.float32(threshold)
+    thr = np.float32(p.threshold)
     lo = np.float32(low)
     nsel0 = nsel
     inblock = np.empty(brows.shape[0], dtype=np.int64)
     nin = 0
     for t in range(brows.shape[0]):
         r = brows[t]
-        if filtered_or_exact(r, filtered, hash_class, sel_of_class, action, rep):
+        if filtered_or_exact(r, p, sel_of_class, out):
             continue
-        c = hash_class[r]
-        if usable[r]:
+        c = p.hash_class[r]
+        if p.usable[r]:
             # sel_of_class only grows, so a row that is no exact duplicate now was none at the
             # start of the block and has a candidate slot.
-            p = cpos[t]
-            if first_hit[p] >= 0:
-                action[r] = MERGED_NEAR
-                rep[r] = sel_rows[first_hit[p]]
-                sim[r] = hit_sim[p]
+            q = cpos[t]
+            if first_hit[q] >= 0:
+                out.action[r] = MERGED_NEAR
+                out.rep[r] = sel_rows[first_hit[q]]
+                out.sim[r] = hit_sim[q]
                 continue
             merged = False
-            for q in range(nin):
-                pq = inblock[q]
-                if gram[p, pq] >= lo:
-                    acc = _dot(cand[p], cand[pq])
-                    if acc >= thr:
-                        action[r] = MERGED_NEAR
-                        rep[r] = sel_rows[nsel0 + q]
-                        sim[r] = acc
+            for k in range(nin):
+                pq = inblock[k]
+                if gram[q, pq] >= lo:
+                    acc = _dot(cand[q], cand[pq])
+                    if acc >= thr and not guard_refuses(r, sel_rows[nsel0 + k], p, out):
+                        out.action[r] = MERGED_NEAR
+                        out.rep[r] = sel_rows[nsel0 + k]
+                        out.sim[r] = acc
                         merged = True
                         break
             if merged:
                 continue
-            selected[nsel, :] = cand[p]
+            selected[nsel, :] = cand[q]
             sel_rows[nsel] = r
             nsel += 1
-            inblock[nin] = p
+            inblock[nin] = q
             nin += 1
-        action[r] = KEPT
+        out.action[r] = KEPT
         sel_of_class[c] = r
     return nsel
 
 
 def greedy_blocked_group(
     rows: np.ndarray,
-    matrix: np.ndarray,
-    inv_norm: np.ndarray,
-    usable: np.ndarray,
-    hash_class: np.ndarray,
-    filtered: np.ndarray,
-    threshold: float,
+    p: KernelPlan,
     sel_of_class: np.ndarray,
-    action: np.ndarray,
-    rep: np.ndarray,
-    sim: np.ndarray,
+    out: Outputs,
     *,
     block: int = BLOCK,
     chunk: int = CHUNK,
 ) -> None:
     """Scan one group (``rows`` in greedy order) like ``kernels._scan_group``, blocked.
 
-    Arguments and outputs are those of :func:`arrowdedup.kernels.greedy_numba` for one group;
     ``sel_of_class`` maps a hash class to its selected row (-1 when none) and is updated.
     """
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     m = rows.shape[0]
+    matrix, inv_norm, usable = p.matrix, p.inv_norm, p.usable
+    filtered, hash_class = p.filtered, p.hash_class
     d = matrix.shape[1]
-    low = float(np.float32(threshold) - np.float32(SCREEN_MARGIN))
+    low = float(np.float32(p.threshold) - np.float32(SCREEN_MARGIN))
     capacity = int(np.count_nonzero(usable[rows] & ~filtered[rows]))
     selected = np.empty((max(capacity, 1), d), dtype=np.float32)
     sel_rows = np.empty(max(capacity, 1), dtype=np.int64)
@@ -177,7 +170,7 @@ def greedy_blocked_group(
         cidx = np.flatnonzero(cmask)
         cpos = np.full(brows.shape[0], -1, dtype=np.int64)
         cpos[cidx] = np.arange(cidx.shape[0])
-        crow = brows[cidx]
+        crow = np.ascontiguousarray(brows[cidx])
         # Same float32 products as the Numba kernel's unit vectors, bit for bit.
         cand = matrix[crow] * inv_norm[crow][:, None]
         first_hit = np.full(cidx.shape[0], -1, dtype=np.int64)
@@ -190,12 +183,12 @@ def greedy_blocked_group(
             left = cand if pending.shape[0] == cand.shape[0] else cand[pending]
             screen = screen_buf[: left.shape[0] * (c1 - c0)].reshape(left.shape[0], c1 - c0)
             np.matmul(left, selected[c0:c1].T, out=screen)
-            _first_hits(screen, pending, cand, selected, c0, threshold, low, first_hit, hit_sim)
+            _first_hits(screen, pending, cand, crow, selected, sel_rows, c0, low, first_hit,
+                        hit_sim, p, out)
             pending = pending[first_hit[pending] < 0]
         gram = cand @ cand.T
         nsel = _scan_block(brows, cpos, cand, gram, first_hit, hit_sim, selected, sel_rows, nsel,
-                           filtered, usable, hash_class, sel_of_class, threshold, low,
-                           action, rep, sim)
+                           low, sel_of_class, p, out)
 
 
 @contextlib.contextmanager

@@ -45,7 +45,8 @@ from numba import types
 from numba.extending import intrinsic
 
 from .config import IngestionConfig, LshMethod
-from .kernels import KEPT, MERGED_NEAR, filtered_or_exact
+from .facts import conflict
+from .kernels import KEPT, MERGED_NEAR, KernelPlan, Outputs, filtered_or_exact
 
 PROJECT_CHUNK = 4096
 
@@ -384,25 +385,19 @@ def _scan_lsh(
     rows: np.ndarray,
     pos: np.ndarray,
     box: np.ndarray,
-    matrix: np.ndarray,
-    inv_norm: np.ndarray,
-    usable: np.ndarray,
-    hash_class: np.ndarray,
-    filtered: np.ndarray,
-    threshold: float,
-    sel_of_class: np.ndarray,
-    action: np.ndarray,
-    rep: np.ndarray,
-    sim: np.ndarray,
     sig: np.ndarray,
     max_ham: int,
+    p: KernelPlan,
+    sel_of_class: np.ndarray,
+    out: Outputs,
 ) -> None:
+    matrix = p.matrix
     m = rows.shape[0]
     d = matrix.shape[1]
     words = sig.shape[1]
     check = max_ham >= 0
     bands = pos.shape[1]
-    thr = np.float32(threshold)
+    thr = np.float32(p.threshold)
     buffer = np.empty((m, d), dtype=np.float32)
     slot = np.full(m, -1, dtype=np.int64)
     stamp = np.full(m, -1, dtype=np.int64)
@@ -411,15 +406,19 @@ def _scan_lsh(
     nsel = 0
     for i in range(m):
         r = rows[i]
-        if filtered_or_exact(r, filtered, hash_class, sel_of_class, action, rep):
+        if filtered_or_exact(r, p, sel_of_class, out):
             continue
-        c = hash_class[r]
-        if usable[r]:
-            scale = inv_norm[r]
+        c = p.hash_class[r]
+        if p.usable[r]:
+            scale = p.inv_norm[r]
             for k in range(d):
                 cand[k] = matrix[r, k] * scale
             best = -1
             best_sim = np.float32(0.0)
+            # The first (in selection order) bucket-mate that passed the cosine test but not
+            # the fact guard: bands are visited one after another, so keep the smallest.
+            refused = -1
+            refused_why = 0
             for b in range(bands):
                 h = pos[i, b]
                 if h < 0:
@@ -442,13 +441,23 @@ def _scan_lsh(
                     for k in range(d):
                         acc += buffer[sj, k] * cand[k]
                     if acc >= thr:
+                        why = conflict(p.fact_offsets, p.fact_values, p.fact_modes, r,
+                                       rows[j]) if p.guard else 0
+                        if why != 0:
+                            if refused < 0 or j < refused:
+                                refused = j
+                                refused_why = why
+                            continue
                         best = j
                         best_sim = acc
                         break
+            if refused >= 0 and (best < 0 or refused < best):
+                out.refused[r] = rows[refused]
+                out.reason[r] = refused_why
             if best >= 0:
-                action[r] = MERGED_NEAR
-                rep[r] = rows[best]
-                sim[r] = best_sim
+                out.action[r] = MERGED_NEAR
+                out.rep[r] = rows[best]
+                out.sim[r] = best_sim
                 continue
             for k in range(d):
                 buffer[nsel, k] = cand[k]
@@ -459,27 +468,19 @@ def _scan_lsh(
                 if h >= 0:
                     box[h] += 1
                     box[h + box[h]] = i
-        action[r] = KEPT
+        out.action[r] = KEPT
         sel_of_class[c] = r
 
 
 def greedy_lsh_group(
     rows: np.ndarray,
-    matrix: np.ndarray,
-    inv_norm: np.ndarray,
-    usable: np.ndarray,
-    hash_class: np.ndarray,
-    filtered: np.ndarray,
-    threshold: float,
+    p: KernelPlan,
     sel_of_class: np.ndarray,
-    action: np.ndarray,
-    rep: np.ndarray,
-    sim: np.ndarray,
+    out: Outputs,
     buckets: Buckets | ScanLayout,
 ) -> None:
     """Greedy scan of one group comparing only bucket-mates (arguments as
     :func:`arrowdedup.kernels_blocked.greedy_blocked_group`)."""
     layout = buckets if isinstance(buckets, ScanLayout) else ScanLayout.of(buckets)
-    _scan_lsh(np.ascontiguousarray(rows, dtype=np.int64), layout.pos, layout.box, matrix,
-              inv_norm, usable, hash_class, filtered, threshold, sel_of_class, action, rep,
-              sim, layout.signatures, layout.max_hamming)
+    _scan_lsh(np.ascontiguousarray(rows, dtype=np.int64), layout.pos, layout.box,
+              layout.signatures, layout.max_hamming, p, sel_of_class, out)

@@ -1,0 +1,750 @@
+"""The fact tokenizer: one Numba pass over the UTF-8 buffer of a text column.
+
+A regex per fact kind costs a pass over the text each, and one alternation of them all makes
+the regex engine fall back to its slow path; a hand-written scanner reads each byte once.
+
+For each row it walks whitespace-separated chunks, strips wrapping punctuation, splits a chunk
+where a wide script (CJK, kana, Hangul, Indic: characters of three or more UTF-8 bytes) meets a
+narrow one, and classifies each piece by its characters (see :mod:`arrowdedup.facts` for the
+kinds). Each fact is written as ``(XXH64(normalised bytes) & LOW_BITS) | kind << 61``.
+Word lists (negations, opposites, dates, number words, units) are looked up by the XXH64 of
+the lower-cased word in sorted tables built once in Python.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .hashing import _xxh64_one
+
+LOW = np.uint64((1 << 61) - 1)
+
+# Character classes of the scanner.
+C_SPACE, C_PUNCT, C_LETTER, C_DIGIT, C_WIDE, C_APOS = 0, 1, 2, 3, 4, 5
+
+# Word-table values: a negative value marks a unit (index into the unit table).
+K_NUMBER, K_DATE, K_VERSION, K_IDENT, K_NAME, K_OPPOSITE, K_NEGATION = 1, 2, 3, 4, 5, 6, 7
+
+
+@numba.njit(inline="always")
+def _decode(data: np.ndarray, i: int, end: int) -> tuple[int, int]:
+    """(code point, byte length) at ``i``; malformed bytes read as one U+FFFD each."""
+    b0 = int(data[i])
+    if b0 < 0x80:
+        return b0, 1
+    if b0 >= 0xC0 and b0 < 0xE0 and i + 1 < end:
+        return ((b0 & 0x1F) << 6) | (int(data[i + 1]) & 0x3F), 2
+    if b0 >= 0xE0 and b0 < 0xF0 and i + 2 < end:
+        return ((b0 & 0x0F) << 12) | ((int(data[i + 1]) & 0x3F) << 6) | (
+            int(data[i + 2]) & 0x3F), 3
+    if b0 >= 0xF0 and i + 3 < end:
+        return ((b0 & 0x07) << 18) | ((int(data[i + 1]) & 0x3F) << 12) | (
+            (int(data[i + 2]) & 0x3F) << 6) | (int(data[i + 3]) & 0x3F), 4
+    return 0xFFFD, 1
+
+
+def _ascii_classes() -> np.ndarray:
+    table = np.full(128, C_PUNCT, dtype=np.int8)
+    for c in (9, 10, 11, 12, 13, 32):
+        table[c] = C_SPACE
+    table[48:58] = C_DIGIT
+    table[65:91] = C_LETTER
+    table[97:123] = C_LETTER
+    table[39] = C_APOS
+    return table
+
+
+_ASCII = _ascii_classes()
+
+
+@numba.njit(inline="always")
+def _cls(cp: int) -> int:
+    if cp < 0x80:
+        return int(_ASCII[cp])
+    if cp == 0xA0 or cp == 0x202F or cp == 0x3000 or (0x2000 <= cp <= 0x200B):
+        return C_SPACE
+    if cp == 0x2019:
+        return C_APOS
+    if cp < 0xC0 or cp == 0xD7 or cp == 0xF7:
+        return C_PUNCT
+    if (0x2010 <= cp <= 0x206F) or (0x3001 <= cp <= 0x303F) or (0xFF01 <= cp <= 0xFF0F) or (
+            0xFF1A <= cp <= 0xFF20) or (0x2190 <= cp <= 0x2BFF) or (0xFE30 <= cp <= 0xFE4F):
+        return C_PUNCT
+    if cp < 0x800:
+        return C_LETTER
+    return C_WIDE
+
+
+@numba.njit(inline="always")
+def _is_upper(cp: int) -> bool:
+    if cp < 0x80:
+        return 65 <= cp <= 90
+    if 0xC0 <= cp <= 0xDE:
+        return cp != 0xD7
+    if 0x100 <= cp <= 0x17F:
+        return cp % 2 == 0
+    if 0x391 <= cp <= 0x3A9:
+        return True
+    return 0x400 <= cp <= 0x42F
+
+
+@numba.njit(inline="always")
+def _is_lower(cp: int) -> bool:
+    if cp < 0x80:
+        return 97 <= cp <= 122
+    if 0xDF <= cp <= 0xFF:
+        return cp != 0xF7
+    if 0x100 <= cp <= 0x17F:
+        return cp % 2 == 1
+    if 0x3AC <= cp <= 0x3CE:
+        return True
+    return 0x430 <= cp <= 0x45F
+
+
+@numba.njit(inline="always")
+def _lower(cp: int) -> int:
+    if 65 <= cp <= 90:
+        return cp + 32
+    if 0xC0 <= cp <= 0xDE and cp != 0xD7:
+        return cp + 32
+    if 0x100 <= cp <= 0x17F and cp % 2 == 0:
+        return cp + 1
+    if 0x391 <= cp <= 0x3A9:
+        return cp + 32
+    if 0x410 <= cp <= 0x42F:
+        return cp + 32
+    if 0x400 <= cp <= 0x40F:
+        return cp + 80
+    return cp
+
+
+@numba.njit(inline="always")
+def _encode(cp: int, out: np.ndarray, w: int) -> int:
+    if cp < 0x80:
+        out[w] = cp
+        return w + 1
+    if cp < 0x800:
+        out[w] = 0xC0 | (cp >> 6)
+        out[w + 1] = 0x80 | (cp & 0x3F)
+        return w + 2
+    if cp < 0x10000:
+        out[w] = 0xE0 | (cp >> 12)
+        out[w + 1] = 0x80 | ((cp >> 6) & 0x3F)
+        out[w + 2] = 0x80 | (cp & 0x3F)
+        return w + 3
+    out[w] = 0xF0 | (cp >> 18)
+    out[w + 1] = 0x80 | ((cp >> 12) & 0x3F)
+    out[w + 2] = 0x80 | ((cp >> 6) & 0x3F)
+    out[w + 3] = 0x80 | (cp & 0x3F)
+    return w + 4
+
+
+@numba.njit(inline="always")
+def _lookup(keys: np.ndarray, h: np.uint64) -> int:
+    lo = 0
+    hi = keys.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        v = keys[mid]
+        if v == h:
+            return mid
+        if v < h:
+            lo = mid + 1
+        else:
+            hi = mid
+    return -1
+
+
+@numba.njit(inline="always")
+def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
+    w = 0
+    i = s
+    while i < e:
+        cp, ln = _decode(data, i, e)
+        w = _encode(_lower(cp), scratch, w)
+        i += ln
+    return _xxh64_one(scratch, 0, w)
+
+
+@numba.njit(inline="always")
+def _push(out: np.ndarray, rows: np.ndarray, n_out: int, r: int, h: np.uint64, kind: int
+          ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Append fact ``(h, kind)`` of row ``r``, doubling the buffers when full."""
+    if n_out == out.shape[0]:
+        grown = np.empty(out.shape[0] * 2, dtype=np.uint64)
+        grown[:n_out] = out[:n_out]
+        out = grown
+        grown_rows = np.empty(out.shape[0], dtype=np.int64)
+        grown_rows[:n_out] = rows[:n_out]
+        rows = grown_rows
+    out[n_out] = (h & LOW) | (np.uint64(kind) << np.uint64(61))
+    rows[n_out] = r
+    return out, rows, n_out + 1
+
+
+@numba.njit(inline="always")
+def _is_initials(data: np.ndarray, s: int, e: int) -> bool:
+    """``e.g``, ``U.S``, ``i.e``: every dot-separated part is one letter."""
+    run = 0
+    i = s
+    while i < e:
+        cp, ln = _decode(data, i, e)
+        if cp == 46:
+            if run != 1:
+                return False
+            run = 0
+        else:
+            run += 1
+        i += ln
+    return run <= 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _scan(
+    offsets: np.ndarray,
+    data: np.ndarray,
+    code: np.ndarray,
+    comma: np.ndarray,
+    nouns: np.ndarray,
+    word_keys: np.ndarray,
+    word_values: np.ndarray,
+    unit_keys: np.ndarray,
+    unit_index: np.ndarray,
+    unit_offsets: np.ndarray,
+    unit_bytes: np.ndarray,
+    wide_neg: np.ndarray,
+    wide_neg_offsets: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row of each fact, fact hash), rows ascending, for the rows of ``offsets``."""
+    n = offsets.shape[0] - 1
+    cap = max(16, n * 4)
+    out = np.empty(cap, dtype=np.uint64)
+    out_rows = np.empty(cap, dtype=np.int64)
+    n_out = 0
+    scratch = np.empty(4096, dtype=np.uint8)
+    num_buf = np.empty(128, dtype=np.uint8)
+    unit_buf = np.empty(4096, dtype=np.uint8)
+    for r in range(n):
+        s = offsets[r]
+        e = offsets[r + 1]
+        if e - s > 1_000_000:
+            e = s + 1_000_000  # facts of a huge text beyond 1 MB are not read
+        # 1. Backticked and quoted spans: their content is one identifier.
+        i = s
+        while i < e:
+            b0 = int(data[i])
+            if b0 != 96 and b0 != 34 and b0 != 0xE2 and b0 != 0xC2 and b0 != 0xE3:
+                i += 1
+                continue
+            cp, ln = _decode(data, i, e)
+            close = -1
+            limit = 0
+            if cp == 96:
+                close = 96
+                limit = 80
+            elif cp == 34:
+                close = 34
+                limit = 60
+            elif cp == 0x201C:
+                close = 0x201D
+                limit = 60
+            elif cp == 0xAB:
+                close = 0xBB
+                limit = 60
+            elif cp == 0x201E:
+                close = 0x201C
+                limit = 60
+            elif cp == 0x300C:
+                close = 0x300D
+                limit = 60
+            if close < 0:
+                i += ln
+                continue
+            j = i + ln
+            found = -1
+            while j < e and j - i <= limit + 4:
+                cq, lq = _decode(data, j, e)
+                if cq == 10:
+                    break
+                if cq == close or (close == 0x201C and cq == 0x201D):
+                    found = j
+                    break
+                j += lq
+            if found < 0:
+                i += ln
+                continue
+            # Content with runs of white space folded to one space, trimmed.
+            w = 0
+            k = i + ln
+            pending_space = False
+            while k < found and w < 4000:
+                ck, lk = _decode(data, k, e)
+                if _cls(ck) == C_SPACE:
+                    pending_space = w > 0
+                else:
+                    if pending_space:
+                        scratch[w] = 32
+                        w += 1
+                        pending_space = False
+                    for q in range(lk):
+                        scratch[w] = data[k + q]
+                        w += 1
+                k += lk
+            if w > 0:
+                h = _xxh64_one(scratch, 0, w)
+                out, out_rows, n_out = _push(out, out_rows, n_out, r, h, K_IDENT)
+            i = found + (1 if close < 0x80 else (2 if close < 0x800 else 3))
+        # 2. Chunks.
+        sentence_start = True
+        pend_num = -1  # length of a number in num_buf waiting for a unit word, or -1
+        pend_kind = K_NUMBER
+        i = s
+        while i < e:
+            cp, ln = _decode(data, i, e)
+            if _cls(cp) == C_SPACE:
+                if cp == 10:
+                    sentence_start = True
+                i += ln
+                continue
+            cs = i
+            while i < e:
+                cp, ln = _decode(data, i, e)
+                if _cls(cp) == C_SPACE:
+                    break
+                i += ln
+            ce = i
+            # Strip wrapping punctuation (never a leading '-': flags and negative numbers).
+            ends_sentence = False
+            while cs < ce:
+                cp, ln = _decode(data, cs, ce)
+                c = _cls(cp)
+                if (c == C_PUNCT or c == C_APOS) and cp != 45 and cp != 46 and cp != 47 \
+                        and cp != 126 and cp != 36 and cp != 64 and cp != 35:
+                    cs += ln
+                else:
+                    break
+            while ce > cs:
+                # Step back one code point.
+                b = ce - 1
+                while b > cs and (int(data[b]) & 0xC0) == 0x80:
+                    b -= 1
+                cp, ln = _decode(data, b, ce)
+                c = _cls(cp)
+                if (c == C_PUNCT or c == C_APOS) and cp != 47 and cp != 37 and cp != 45:
+                    if cp == 46 or cp == 33 or cp == 63 or cp == 58 or cp == 59 or cp == 0x3002:
+                        ends_sentence = True
+                    ce = b
+                else:
+                    break
+            if cs >= ce:
+                if ends_sentence:
+                    sentence_start = True
+                continue
+            # Markdown markers keep the sentence start: '#', '>', '*', '-', '+', '1.', '1)'.
+            marker = True
+            k = cs
+            while k < ce:
+                b0 = int(data[k])
+                if not (b0 == 35 or b0 == 62 or b0 == 42 or b0 == 45 or b0 == 43
+                        or b0 == 124):
+                    marker = False
+                    break
+                k += 1
+            if marker:
+                continue
+            if code[r]:
+                h = _xxh64_one(data, cs, ce)
+                out, out_rows, n_out = _push(out, out_rows, n_out, r, h, K_IDENT)
+                continue
+            # Pieces: split where a wide script meets a narrow one, at '=' and at inner
+            # punctuation of wide scripts.
+            p = cs
+            while p < ce:
+                cp, ln = _decode(data, p, ce)
+                wide = _cls(cp) == C_WIDE
+                ps = p
+                while p < ce:
+                    cp, ln = _decode(data, p, ce)
+                    c = _cls(cp)
+                    if cp == 61 or (c == C_WIDE) != wide or (wide and c == C_PUNCT):
+                        break
+                    p += ln
+                pe = p
+                if p < ce and ps == pe:
+                    p += ln  # a lone separator
+                    continue
+                if p < ce:
+                    cp2, ln2 = _decode(data, p, ce)
+                    if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
+                        p += ln2
+                # ---- classify the piece [ps, pe) ----
+                kind = 0
+                hash_s = ps
+                hash_e = pe
+                use_scratch = -1
+                is_num = False
+                if wide:
+                    hw = _lower_hash(data, ps, pe, scratch)
+                    idx = _lookup(word_keys, hw)
+                    if idx >= 0 and word_values[idx] >> np.uint64(61) != 0:
+                        kind = int(word_values[idx] >> np.uint64(61))
+                        # Word-table values are whole fact hashes.
+                        out, out_rows, n_out = _push(out, out_rows, n_out, r, word_values[idx], kind)
+                        kind = 0
+                    # Negation inside an unsegmented script (Chinese, Japanese, Korean).
+                    for t in range(wide_neg_offsets.shape[0] - 1):
+                        a0 = wide_neg_offsets[t]
+                        a1 = wide_neg_offsets[t + 1]
+                        width = a1 - a0
+                        hit = False
+                        q = ps
+                        while q + width <= pe:
+                            same = True
+                            for z in range(width):
+                                if data[q + z] != wide_neg[a0 + z]:
+                                    same = False
+                                    break
+                            if same:
+                                hit = True
+                                break
+                            q += 1
+                        if hit:
+                            kind = K_NEGATION
+                            break
+                    if kind == K_NEGATION:
+                        scratch[0] = 110
+                        scratch[1] = 111
+                        scratch[2] = 116
+                        use_scratch = 3
+                else:
+                    # Character statistics of the piece.
+                    n_upper = 0
+                    n_lower = 0
+                    n_digit = 0
+                    n_alpha = 0
+                    n_chars = 0
+                    upper_after_lower = False
+                    lead_upper = 0
+                    still_lead = True
+                    has_us = False
+                    has_dot = False
+                    has_slash = False
+                    has_colon = False
+                    prev_lower = False
+                    first_cp = -1
+                    second_cp = -1
+                    third_cp = -1
+                    q = ps
+                    while q < pe:
+                        cq, lq = _decode(data, q, pe)
+                        if n_chars == 0:
+                            first_cp = cq
+                        elif n_chars == 1:
+                            second_cp = cq
+                        elif n_chars == 2:
+                            third_cp = cq
+                        n_chars += 1
+                        c = _cls(cq)
+                        if c == C_DIGIT:
+                            n_digit += 1
+                            prev_lower = False
+                            still_lead = False
+                        elif c == C_LETTER:
+                            n_alpha += 1
+                            if _is_upper(cq):
+                                n_upper += 1
+                                if prev_lower:
+                                    upper_after_lower = True
+                                if still_lead:
+                                    lead_upper += 1
+                                prev_lower = False
+                            else:
+                                if _is_lower(cq):
+                                    n_lower += 1
+                                prev_lower = True
+                                still_lead = False
+                        else:
+                            still_lead = False
+                            prev_lower = False
+                            if cq == 95:
+                                has_us = True
+                            elif cq == 46:
+                                has_dot = True
+                            elif cq == 47:
+                                has_slash = True
+                            elif cq == 58:
+                                has_colon = True
+                        q += lq
+                    starts_digit = 48 <= first_cp <= 57
+                    signed = first_cp == 45 and 48 <= second_cp <= 57
+                    v_num = (first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57
+                    is_flag = first_cp == 45 and (
+                        _cls(second_cp) == C_LETTER
+                        or (second_cp == 45 and _cls(third_cp) == C_LETTER))
+                    is_url = pe - ps > 8 and data[ps] == 104 and data[ps + 1] == 116 and \
+                        data[ps + 2] == 116 and data[ps + 3] == 112 and (
+                            data[ps + 4] == 58 or (data[ps + 4] == 115 and data[ps + 5] == 58))
+                    if is_url or is_flag or (has_slash and n_alpha > 0):
+                        kind = K_IDENT
+                    elif starts_digit or signed or v_num:
+                        # Numbers: groups of digits split by single '.', ',' or ':'.
+                        q = ps + 1 if (signed or v_num) else ps
+                        w = 0
+                        if signed:
+                            num_buf[0] = 45
+                            w = 1
+                        groups = 0
+                        dots = 0
+                        commas = 0
+                        colons = 0
+                        first_len = 0
+                        bad_group = False  # a group after a separator that is not 3 digits
+                        cur = 0
+                        while q < pe and w < 60:
+                            b0 = int(data[q])
+                            if 48 <= b0 <= 57:
+                                num_buf[w] = b0
+                                w += 1
+                                cur += 1
+                                q += 1
+                            elif (b0 == 46 or b0 == 44 or b0 == 58) and q + 1 < pe and \
+                                    48 <= int(data[q + 1]) <= 57:
+                                if groups == 0:
+                                    first_len = cur
+                                elif cur != 3:
+                                    bad_group = True
+                                groups += 1
+                                cur = 0
+                                if b0 == 46:
+                                    dots += 1
+                                elif b0 == 44:
+                                    commas += 1
+                                else:
+                                    colons += 1
+                                num_buf[w] = b0
+                                w += 1
+                                q += 1
+                            else:
+                                break
+                        if groups == 0:
+                            first_len = cur
+                        elif cur != 3:
+                            bad_group = True
+                        suffix_s = q
+                        # Unit directly attached, or nothing, or a range/date ("1-2").
+                        unit_ok = True
+                        unit_at = -1
+                        if suffix_s < pe:
+                            b0 = int(data[suffix_s])
+                            if b0 == 45 or b0 == 47:
+                                unit_ok = True
+                                p = suffix_s + 1  # the rest is read as its own piece
+                                pe = suffix_s
+                            else:
+                                hu = _lower_hash(data, suffix_s, pe, scratch)
+                                unit_at = _lookup(unit_keys, hu)
+                                unit_ok = unit_at >= 0
+                        if not unit_ok:
+                            kind = K_IDENT
+                        else:
+                            sep_thousands = (not bad_group) and first_len <= 3 and groups > 0
+                            # Normalise into scratch: drop thousands separators, decimal
+                            # comma to point.
+                            use_scratch = 0
+                            if dots == 3 and commas == 0 and not v_num and unit_at < 0:
+                                kind = K_IDENT  # an IP address
+                                for z in range(w):
+                                    scratch[z] = num_buf[z]
+                                use_scratch = w
+                            elif colons > 0:
+                                kind = K_DATE  # a clock time
+                                for z in range(w):
+                                    scratch[z] = num_buf[z]
+                                use_scratch = w
+                            else:
+                                thousands = 0
+                                decimal = 0
+                                if comma[r]:
+                                    if dots > 0 and commas <= 1 and sep_thousands:
+                                        thousands = 46
+                                        decimal = 44
+                                    elif commas == 1 and dots == 0:
+                                        decimal = 44
+                                else:
+                                    if commas > 0 and dots <= 1 and sep_thousands:
+                                        thousands = 44
+                                        decimal = 46
+                                z2 = 0
+                                saw_point = False
+                                for z in range(w):
+                                    b0 = num_buf[z]
+                                    if thousands != 0 and b0 == thousands:
+                                        continue
+                                    if decimal != 0 and b0 == decimal:
+                                        scratch[z2] = 46
+                                        saw_point = True
+                                    else:
+                                        if b0 == 46:
+                                            saw_point = True
+                                        scratch[z2] = b0
+                                    z2 += 1
+                                # Leading zeros of an integer.
+                                if not saw_point:
+                                    lead = 1 if (z2 > 0 and scratch[0] == 45) else 0
+                                    zs = lead
+                                    while zs < z2 - 1 and scratch[zs] == 48:
+                                        zs += 1
+                                    if zs > lead:
+                                        for z in range(zs, z2):
+                                            scratch[lead + z - zs] = scratch[z]
+                                        z2 -= zs - lead
+                                use_scratch = z2
+                                is_version = v_num or (
+                                    unit_at < 0 and dots > 0 and thousands == 0 and (
+                                        decimal != 46 or dots > 1))
+                                if comma[r] and dots > 0 and thousands == 0:
+                                    is_version = unit_at < 0
+                                kind = K_VERSION if is_version else K_NUMBER
+                                if unit_at >= 0:
+                                    u = unit_index[unit_at]
+                                    for z in range(unit_offsets[u], unit_offsets[u + 1]):
+                                        scratch[use_scratch] = unit_bytes[z]
+                                        use_scratch += 1
+                                elif kind == K_NUMBER or (dots == 1 and not v_num
+                                                          and commas == 0):
+                                    # "1.5 GB" is a quantity, "1.5" alone a version.
+                                    is_num = True
+                    elif has_us and n_alpha > 0:
+                        kind = K_IDENT
+                    elif has_dot and n_alpha > 0 and not _is_initials(data, ps, pe):
+                        kind = K_IDENT
+                    elif upper_after_lower or (lead_upper >= 2 and n_lower > 0 and not (
+                            n_lower == 1 and data[pe - 1] == 115)):
+                        kind = K_IDENT
+                    elif n_alpha > 0 and n_digit > 0:
+                        kind = K_IDENT
+                    else:
+                        # A word: strip a possessive "'s" / "’s".
+                        we = pe
+                        if we - ps > 3:
+                            if data[we - 1] == 115 and data[we - 2] == 39:
+                                we -= 2
+                            elif data[we - 1] == 115 and data[we - 2] == 0x99 and \
+                                    data[we - 3] == 0x80 and data[we - 4] == 0xE2:
+                                we -= 4
+                        hw = _lower_hash(data, ps, we, scratch)
+                        idx = _lookup(word_keys, hw)
+                        title = n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2
+                        if idx >= 0:
+                            val = word_values[idx]
+                            vk = int(val >> np.uint64(61))
+                            if vk == 0:
+                                # A number word: its digits wait for a unit like a number.
+                                digits = int(val & np.uint64(0xFFFFFFFF))
+                                z2 = 0
+                                tmp = np.empty(12, dtype=np.uint8)
+                                nd = 0
+                                while True:
+                                    tmp[nd] = 48 + digits % 10
+                                    nd += 1
+                                    digits //= 10
+                                    if digits == 0:
+                                        break
+                                for z in range(nd):
+                                    scratch[z2] = tmp[nd - 1 - z]
+                                    z2 += 1
+                                use_scratch = z2
+                                kind = K_NUMBER
+                                is_num = True
+                            else:
+                                out, out_rows, n_out = _push(out, out_rows, n_out, r, val, vk)
+                                kind = 0
+                        elif title:
+                            kind = 0 if (sentence_start or nouns[r]) else K_NAME
+                            hash_e = we
+                            # A mention (kind 0) is written too: it lets a name of the other
+                            # segment be found here.
+                            hm = _xxh64_one(data, ps, we)
+                            out, out_rows, n_out = _push(out, out_rows, n_out, r, hm, kind)
+                            kind = 0
+                        if idx < 0:
+                            # "don't", "n'est": negation by affix.
+                            if we - ps >= 3 and data[we - 1] == 116 and data[we - 2] == 39 \
+                                    and data[we - 3] == 110:
+                                kind = K_NEGATION
+                            elif we - ps >= 5 and data[we - 1] == 116 and data[we - 2] == 0x99 \
+                                    and data[we - 3] == 0x80 and data[we - 5] == 110:
+                                kind = K_NEGATION
+                            elif we - ps >= 3 and (data[ps] == 110 or data[ps] == 78) and \
+                                    data[ps + 1] == 39:
+                                kind = K_NEGATION
+                            elif we - ps >= 5 and (data[ps] == 110 or data[ps] == 78) and \
+                                    data[ps + 1] == 0xE2 and data[ps + 3] == 0x99:
+                                kind = K_NEGATION
+                            if kind == K_NEGATION:
+                                scratch[0] = 110
+                                scratch[1] = 111
+                                scratch[2] = 116
+                                use_scratch = 3
+                # A number waiting for its unit: this piece is the unit, or it is not.
+                if pend_num >= 0:
+                    attached = False
+                    if not wide and not is_num:
+                        u_at = _lookup(unit_keys, _lower_hash(data, ps, pe, unit_buf))
+                        if u_at >= 0:
+                            u = unit_index[u_at]
+                            w2 = pend_num
+                            for z in range(unit_offsets[u], unit_offsets[u + 1]):
+                                num_buf[w2] = unit_bytes[z]
+                                w2 += 1
+                            out, out_rows, n_out = _push(out, out_rows, n_out, r,
+                                                         _xxh64_one(num_buf, 0, w2), K_NUMBER)
+                            attached = True
+                            kind = 0
+                    if not attached:
+                        out, out_rows, n_out = _push(out, out_rows, n_out, r,
+                                                     _xxh64_one(num_buf, 0, pend_num),
+                                                     pend_kind)
+                    pend_num = -1
+                if is_num and use_scratch > 0:
+                    for z in range(use_scratch):
+                        num_buf[z] = scratch[z]
+                    pend_num = use_scratch
+                    pend_kind = kind
+                    kind = 0
+                if kind != 0:
+                    if use_scratch >= 0:
+                        h = _xxh64_one(scratch, 0, use_scratch)
+                    else:
+                        h = _xxh64_one(data, hash_s, hash_e)
+                    out, out_rows, n_out = _push(out, out_rows, n_out, r, h, kind)
+            sentence_start = ends_sentence
+        if pend_num >= 0:
+            out, out_rows, n_out = _push(out, out_rows, n_out, r,
+                                         _xxh64_one(num_buf, 0, pend_num), pend_kind)
+    return out_rows[:n_out], out[:n_out]
+
+
+def scan(offsets: np.ndarray, data: np.ndarray, code: np.ndarray, comma: np.ndarray,
+         nouns: np.ndarray, *tables: np.ndarray, threads: int = 2
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_scan` over row blocks in parallel threads (it releases the GIL); blocks are
+    joined in row order, so the result does not depend on the thread count."""
+    n = offsets.shape[0] - 1
+    blocks = max(1, min(threads * 4, n // 2048))
+    if blocks == 1:
+        return _scan(offsets, data, code, comma, nouns, *tables)  # type: ignore[no-any-return]
+    bounds = np.linspace(0, n, blocks + 1).astype(np.int64)
+
+    def run(b: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = int(bounds[b]), int(bounds[b + 1])
+        rows, hashes = _scan(offsets[lo : hi + 1], data, code[lo:hi], comma[lo:hi],
+                             nouns[lo:hi], *tables)
+        return rows + lo, hashes
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        parts = list(pool.map(run, range(blocks)))
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))

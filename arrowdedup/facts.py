@@ -1,0 +1,451 @@
+"""The fact guard of SPEC section 2 step 4: a segment merges only into a representative that
+states every fact it states, and contradicts none.
+
+Cosine measures topic and wording, not facts: on real technical documents most cosine-only
+merges dropped a flag, a number or an identifier. So each segment gets a *fact signature*, the
+set of tokens an answer can hinge on, and every decision path checks it after the cosine test.
+
+The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted, unique list of
+64-bit fact hashes of the segment. The top three bits of a hash are its kind
+(:data:`KIND_NAMES`), the low 61 bits the XXH64 of the normalised token:
+
+- ``number``: numbers with a unit from a closed list (``217MB`` = ``217 mb``), thousands
+  separators removed by the language's convention (``10,000`` = ``10000``; German ``10.000``,
+  decimal comma ``1,5`` = ``1.5``), leading zeros dropped, small number words as digits;
+- ``date``: month and weekday names of the supported languages, clock times (``10:30``);
+- ``version``: dotted numbers, which keep their form (``3.5`` ≠ ``3.50``; ``v3.5`` = ``3.5``);
+- ``identifier``: flags, paths, URLs, IP addresses, ``snake_case``, ``camelCase`` /
+  ``PascalCase``, dotted names, words with digits (``node0``), backticked or quoted terms, and
+  in ``code`` segments every token;
+- ``name``: a capitalised word that does not start a sentence, in languages that do not
+  capitalise ordinary words (German does: there, capitalised words are never names); all-caps
+  acronyms are not names;
+- ``opposite``: a word of the closed list :data:`POLAR_WORDS` (enable/disable, min/max, …);
+- ``negation``: one token for "the segment negates" (``not``, ``n't``, ``never``, ``nicht``,
+  ``kein``, ``ne … pas``, ``不``, …): ``do not`` and ``don't`` are the same fact.
+
+Kind 0 (``mention``) is not a fact: a capitalised word at a sentence start. It lets a name of one
+segment be found in the other when it starts a sentence there ("Obama met Putin" states the name
+"Putin", which "Putin met Obama" mentions).
+
+The rule (:func:`covers`), for a segment ``a`` absorbed by a representative ``b``:
+
+- ``code`` and ``heading`` segments (the *strict* types): the two fact sets are equal;
+- other types: every fact of ``a`` is in ``b`` (``b`` may say more), and ``b`` negates only if
+  ``a`` does;
+- ``page_furniture`` (running headers and footers): no guard.
+
+The reason a merge is refused is the kind of the first fact that fails, in kind order.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numba
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import fact_scan
+from .errors import SchemaError
+from .hashing import _buffers, xxh64
+
+FACT_COLUMN = "fact_signature"
+KIND_NAMES = ("mention", "number", "date", "version", "identifier", "name", "opposite",
+              "negation")
+MENTION, NUMBER, DATE, VERSION, IDENTIFIER, NAME, OPPOSITE, NEGATION = range(8)
+REASONS = KIND_NAMES[1:]  # what :func:`fact_conflict` may return
+REASON_DTYPE = pl.Enum(list(REASONS))
+
+# Per-row guard modes (int8), from the segment type.
+SUBSET = np.int8(0)
+EQUAL = np.int8(1)
+OFF = np.int8(2)
+STRICT_TYPES = frozenset({"code", "heading", "title"})
+UNGUARDED_TYPES = frozenset({"page_furniture"})
+
+LOW_BITS = np.uint64((1 << 61) - 1)
+KIND_SHIFT = np.uint64(61)
+
+# Languages that write a decimal comma and group thousands with dots (or spaces).
+DECIMAL_COMMA = frozenset({"de", "fr", "es", "pt", "it", "nl", "pl", "ro", "uk", "ru", "cs",
+                           "da", "sv", "nb", "fi", "tr", "id"})
+# Languages that capitalise ordinary words (German nouns): capitalised words are not names.
+CAPITALISED_NOUNS = frozenset({"de", "lb"})
+
+_UNITS = (
+    "%", "kib", "mib", "gib", "tib", "kb", "mb", "gb", "tb", "pb", "kbps", "mbps", "gbps",
+    "bytes", "byte", "bits", "bit", "ms", "µs", "us", "ns", "s", "sec", "secs", "second",
+    "seconds", "min", "mins", "minute", "minutes", "h", "hr", "hrs", "hour", "hours", "d",
+    "day", "days", "week", "weeks", "month", "months", "year", "years", "k", "m", "x", "px",
+    "hz", "khz", "mhz", "ghz", "rps", "qps", "b", "°c", "°f", "mev", "kev", "ev", "kg", "g",
+    "km", "cm", "mm", "tage", "tagen", "stunden", "minuten", "sekunden", "jahre", "jahren",
+    "jours", "heures", "días", "dias", "horas", "minutos", "segundos",
+)
+_UNIT_CANON = {
+    "sec": "s", "secs": "s", "second": "s", "seconds": "s", "sekunden": "s", "segundos": "s",
+    "mins": "min", "minute": "min", "minutes": "min", "minuten": "min", "minutos": "min",
+    "hr": "h", "hrs": "h", "hour": "h", "hours": "h", "stunden": "h", "heures": "h",
+    "horas": "h", "day": "d", "days": "d", "tage": "d", "tagen": "d", "jours": "d", "días": "d",
+    "dias": "d", "week": "w", "weeks": "w", "month": "mo", "months": "mo", "year": "y",
+    "years": "y", "jahre": "y", "jahren": "y", "bytes": "b", "byte": "b", "bits": "bit",
+}
+_NUMBER_WORDS = {
+    "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
+    "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13",
+    "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17", "eighteen": "18",
+    "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50",
+    "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90", "hundred": "100",
+    "thousand": "1000", "zwei": "2", "drei": "3", "vier": "4", "fünf": "5", "sechs": "6",
+    "sieben": "7", "acht": "8", "neun": "9", "zehn": "10", "zwölf": "12", "zwanzig": "20",
+    "hundert": "100", "tausend": "1000",
+}
+# Month and weekday names (lower case) → canonical token. English "may" is left out: it is
+# far more often the verb.
+_MONTHS = (
+    ("january jan januar janvier enero janeiro styczeń ianuarie", "m01"),
+    ("february feb februar février febrero fevereiro luty februarie", "m02"),
+    ("march mar märz mars marzo março marzec martie", "m03"),
+    ("april apr avril abril kwiecień aprilie", "m04"),
+    ("mai mayo maio maj", "m05"),
+    ("june jun juni juin junio junho czerwiec iunie", "m06"),
+    ("july jul juli juillet julio julho lipiec iulie", "m07"),
+    ("august aug août agosto sierpień", "m08"),
+    ("september sep sept septembre septiembre setembro wrzesień septembrie", "m09"),
+    ("october oct oktober octobre octubre outubro październik octombrie", "m10"),
+    ("november nov novembre noviembre novembro listopad noiembrie", "m11"),
+    ("december dec dezember décembre diciembre dezembro grudzień decembrie", "m12"),
+    ("monday montag lundi lunes segunda-feira poniedziałek luni", "d1"),
+    ("tuesday dienstag mardi martes terça-feira wtorek marți", "d2"),
+    ("wednesday mittwoch mercredi miércoles quarta-feira środa miercuri", "d3"),
+    ("thursday donnerstag jeudi jueves quinta-feira czwartek joi", "d4"),
+    ("friday freitag vendredi viernes sexta-feira piątek vineri", "d5"),
+    ("saturday samstag samedi sábado sobota sâmbătă", "d6"),
+    ("sunday sonntag dimanche domingo niedziela duminică", "d7"),
+)
+DATE_WORDS = {w: canon for words, canon in _MONTHS for w in words.split()}
+
+# The closed list of opposites, as pairs of canonical words and their forms. A segment that
+# says one side must be absorbed by a representative that says it too.
+OPPOSITES: tuple[tuple[str, str], ...] = (
+    ("enable enables enabled enabling", "disable disables disabled disabling"),
+    ("activate activates activated activating", "deactivate deactivates deactivated"),
+    ("min minimum minimal", "max maximum maximal"),
+    ("lower lowest", "upper uppermost"),
+    ("higher highest", "lower"),
+    ("before", "after"),
+    ("grant grants granted granting", "revoke revokes revoked revoking"),
+    ("lock locks locked locking", "unlock unlocks unlocked unlocking"),
+    ("request requests", "response responses"),
+    ("send sends sent sending", "receive receives received receiving"),
+    ("add adds added adding", "remove removes removed removing"),
+    ("start starts started starting", "stop stops stopped stopping"),
+    ("allow allows allowed allowing", "deny denies denied denying"),
+    ("accept accepts accepted accepting", "reject rejects rejected rejecting"),
+    ("include includes included including", "exclude excludes excluded excluding"),
+    ("increase increases increased increasing", "decrease decreases decreased decreasing"),
+    ("inbound ingress", "outbound egress"),
+    ("input inputs", "output outputs"),
+    ("import imports imported importing", "export exports exported exporting"),
+    ("read reads reading", "write writes written writing"),
+    ("push pushes pushed pushing", "pull pulls pulled pulling"),
+    ("encrypt encrypts encrypted encrypting", "decrypt decrypts decrypted decrypting"),
+    ("compress compresses compressed", "decompress decompresses decompressed"),
+    ("success successful succeeded", "failure failed fails"),
+    ("true", "false"),
+    ("small smaller smallest", "large larger largest"),
+    ("sync synchronous synchronously", "async asynchronous asynchronously"),
+    ("client clients", "server servers"),
+    ("public", "private"),
+    ("internal", "external"),
+    ("upload uploads uploaded", "download downloads downloaded"),
+    ("install installs installed installing", "uninstall uninstalls uninstalled"),
+    ("connect connects connected", "disconnect disconnects disconnected"),
+    ("subscribe subscribes subscribed", "unsubscribe unsubscribes unsubscribed"),
+    ("valid", "invalid"),
+    ("required mandatory", "optional"),
+    ("ascending", "descending"),
+    ("aktivieren aktiviert aktiviere", "deaktivieren deaktiviert deaktiviere"),
+    ("erlauben erlaubt", "verbieten verboten"),
+    ("hinzufügen hinzugefügt", "entfernen entfernt"),
+    ("anfrage anfragen", "antwort antworten"),
+    ("senden sendet gesendet", "empfangen empfängt"),
+    ("obere oberen", "untere unteren"),
+    ("höher höhere", "niedriger niedrigere"),
+    ("vorher", "nachher"),
+    ("activer activé activée", "désactiver désactivé désactivée"),
+    ("avant", "après"),
+    ("ajouter ajouté", "supprimer supprimé"),
+    ("requête requêtes", "réponse réponses"),
+    ("habilitar habilitado habilitada", "deshabilitar deshabilitado desabilitar desabilitado"),
+    ("activar activado ativar ativado", "desactivar desactivado desativar desativado"),
+    ("antes", "después depois"),
+    ("agregar añadir adicionar", "eliminar quitar"),
+    ("solicitud solicitação requisição", "respuesta resposta"),
+    ("enviado enviada", "recibido recibida recebido recebida"),
+    ("mínimo", "máximo"),
+)
+POLAR_WORDS: dict[str, str] = {
+    form: side.split()[0] for pair in OPPOSITES for side in pair for form in side.split()
+}
+
+_NEGATIONS = (
+    # English ("n't" is matched as a suffix below)
+    "not no non never cannot none nothing neither nor without nobody nowhere "
+    # German
+    "nicht kein keine keinen keinem keiner keines nie niemals nichts ohne "
+    # French (ne … pas: either word)
+    "ne pas jamais aucun aucune sans rien "
+    # Spanish, Portuguese
+    "nunca jamás ningún ninguna ninguno nada tampoco sin não nenhum nenhuma sem "
+    # Polish, Romanian, Ukrainian
+    "nie nigdy żaden żadna żadne bez nu niciodată niciun nicio fără не ні ніколи жоден немає "
+    # Bengali
+    "না নয় নেই"
+).split()
+_CJK_NEGATIONS = ("不", "没", "沒", "未", "無", "无", "非", "别", "ない", "ません", "なし",
+                  "않", "없", "못", "아니")
+
+
+
+def _hash_str(word: str) -> int:
+    return int(xxh64(pa.array([word], pa.large_string()))[0])
+
+
+def _fact_hash(kind: int, body: str) -> int:
+    return (_hash_str(body) & int(LOW_BITS)) | (kind << 61)
+
+
+@functools.cache
+def _tables() -> tuple[np.ndarray, ...]:
+    """The scanner's sorted lookup tables (built once per process)."""
+    words: dict[int, int] = {}
+    for form, digits in _NUMBER_WORDS.items():
+        words[_hash_str(form)] = int(digits)  # kind 0: a number word's value
+    for form in _NEGATIONS:
+        words[_hash_str(form)] = _fact_hash(NEGATION, "not")
+    for form, canon in POLAR_WORDS.items():
+        words[_hash_str(form)] = _fact_hash(OPPOSITE, canon)
+    for form, canon in DATE_WORDS.items():
+        words[_hash_str(form)] = _fact_hash(DATE, canon)
+    keys = np.array(sorted(words), dtype=np.uint64)
+    values = np.array([words[int(k)] for k in keys], dtype=np.uint64)
+    canon_units = sorted({_UNIT_CANON.get(u, u) for u in _UNITS})
+    unit_pos = {u: i for i, u in enumerate(canon_units)}
+    units = {_hash_str(u): unit_pos[_UNIT_CANON.get(u, u)] for u in _UNITS}
+    unit_keys = np.array(sorted(units), dtype=np.uint64)
+    unit_index = np.array([units[int(k)] for k in unit_keys], dtype=np.int64)
+    encoded = [u.encode() for u in canon_units]
+    unit_offsets = np.cumsum([0] + [len(x) for x in encoded]).astype(np.int64)
+    unit_bytes = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
+    neg = [w.encode() for w in _CJK_NEGATIONS]
+    neg_offsets = np.cumsum([0] + [len(x) for x in neg]).astype(np.int64)
+    neg_bytes = np.frombuffer(b"".join(neg), dtype=np.uint8).copy()
+    return (keys, values, unit_keys, unit_index, unit_offsets, unit_bytes, neg_bytes,
+            neg_offsets)
+
+
+def fact_modes(segment_type: pl.Series | None, n: int) -> np.ndarray:
+    """The guard mode of each row (``SUBSET``, ``EQUAL`` or ``OFF``) from its segment type."""
+    if segment_type is None:
+        return np.zeros(n, dtype=np.int8)
+    types = segment_type.cast(pl.String)
+    modes = (
+        pl.select(
+            pl.when(types.is_in(sorted(STRICT_TYPES))).then(pl.lit(int(EQUAL)))
+            .when(types.is_in(sorted(UNGUARDED_TYPES))).then(pl.lit(int(OFF)))
+            .otherwise(pl.lit(int(SUBSET))).cast(pl.Int8)
+        ).to_series()
+    )
+    return modes.to_numpy().astype(np.int8)
+
+
+def _language_flags(language: pl.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: decimal-comma convention, and capitalised ordinary words."""
+    if language is None:
+        return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    primary = language.cast(pl.String).str.to_lowercase().str.split("-").list.first()
+    comma = primary.is_in(sorted(DECIMAL_COMMA)).fill_null(False).to_numpy()
+    nouns = primary.is_in(sorted(CAPITALISED_NOUNS)).fill_null(False).to_numpy()
+    return comma.astype(bool), nouns.astype(bool)
+
+
+@numba.njit(nogil=True, cache=True)
+def _sorted_unique_rows(rows: np.ndarray, values: np.ndarray, n: int
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (offsets, values) with each row's values sorted and unique. ``rows`` is sorted."""
+    counts = np.zeros(n + 1, dtype=np.int64)
+    for i in range(rows.shape[0]):
+        counts[rows[i] + 1] += 1
+    starts = np.cumsum(counts)
+    out = np.empty(values.shape[0], dtype=np.uint64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    w = 0
+    for r in range(n):
+        a = starts[r]
+        b = starts[r + 1]
+        seg = np.sort(values[a:b])
+        for k in range(seg.shape[0]):
+            if k == 0 or seg[k] != seg[k - 1]:
+                out[w] = seg[k]
+                w += 1
+        offsets[r + 1] = w
+    return offsets, out[:w]
+
+
+def fact_signatures(text: pl.Series, *, segment_type: pl.Series | None = None,
+                    language: pl.Series | None = None) -> pl.Series:
+    """The ``fact_signature`` column (``list<uint64>``) of a text column, vectorised."""
+    return signature_series(*signature_arrays(text, segment_type=segment_type,
+                                              language=language))
+
+
+def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
+                     language: pl.Series | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """CSR form of the signatures: row ``r`` has ``values[offsets[r]:offsets[r + 1]]``."""
+    n = text.len()
+    comma, nouns = _language_flags(language, n)
+    code = (
+        segment_type.cast(pl.String).eq("code").fill_null(False).to_numpy().astype(bool)
+        if segment_type is not None else np.zeros(n, dtype=bool)
+    )
+    if n == 0:
+        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
+    offsets, data = _buffers(text.cast(pl.String).to_arrow())
+    rows, hashes = fact_scan.scan(offsets, data, code, comma, nouns, *_tables())
+    # The scan writes rows in ascending order.
+    return _sorted_unique_rows(rows, hashes, n)  # type: ignore[no-any-return]
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _has(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> bool:
+    """Binary search of ``x`` in the sorted ``values[lo:hi]``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        v = values[mid]
+        if v == x:
+            return True
+        if v < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return False
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: bool) -> int:
+    """Kind of the first fact of ``values[a0:a1]`` absent from ``values[b0:b1]`` (0 if none);
+    only negation is looked for unless ``all_kinds``. A name is found as a mention too."""
+    for i in range(a0, a1):
+        x = values[i]
+        kind = int(x >> np.uint64(61))
+        if kind == 0 or (not all_kinds and kind != 7):
+            continue
+        if _has(values, b0, b1, x):
+            continue
+        if kind == 5 and _has(values, b0, b1, x & np.uint64(0x1FFFFFFFFFFFFFFF)):
+            continue
+        return kind
+    return 0
+
+
+@numba.njit(nogil=True, cache=True)
+def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int, b: int) -> int:
+    """Why segment row ``a`` may not merge into representative row ``b``: 0 when it may, else
+    the fact kind that fails (index into :data:`KIND_NAMES`)."""
+    ma = modes[a]
+    mb = modes[b]
+    if ma == 2 and mb == 2:
+        return 0
+    strict = ma == 1 or mb == 1
+    a0, a1 = offsets[a], offsets[a + 1]
+    b0, b1 = offsets[b], offsets[b + 1]
+    k = _missing(values, a0, a1, b0, b1, True)
+    if k != 0:
+        return k
+    return _missing(values, b0, b1, a0, a1, strict)
+
+
+def conflict_reasons(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray,
+                     a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`conflict` for pairs of rows (int8 kind codes)."""
+    return _conflict_many(offsets, values, modes, np.asarray(a, np.int64),
+                          np.asarray(b, np.int64))  # type: ignore[no-any-return]
+
+
+@numba.njit(nogil=True, cache=True)
+def _conflict_many(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: np.ndarray,
+                   b: np.ndarray) -> np.ndarray:
+    out = np.zeros(a.shape[0], dtype=np.int8)
+    for i in range(a.shape[0]):
+        out[i] = conflict(offsets, values, modes, a[i], b[i])
+    return out
+
+
+def fact_conflict(a: str, b: str, *, segment_type: str | None = None,
+                  language: str | None = None) -> str | None:
+    """The reason segment ``a`` may not merge into representative ``b`` under the fact guard
+    (``"number"``, ``"date"``, ``"version"``, ``"identifier"``, ``"name"``, ``"negation"``,
+    ``"opposite"``), or None when ``b`` states every fact of ``a`` and contradicts none.
+
+    ``segment_type`` is the type of both segments (``code`` and ``heading`` need equal fact
+    sets); ``language`` a BCP-47 tag (number conventions, which capitalised words are names).
+    """
+    text = pl.Series([a, b], dtype=pl.String)
+    types = pl.Series([segment_type] * 2, dtype=pl.String) if segment_type else None
+    langs = pl.Series([language] * 2, dtype=pl.String) if language else None
+    offsets, values = signature_arrays(text, segment_type=types, language=langs)
+    modes = fact_modes(types, 2)
+    kind = int(conflict(offsets, values, modes, 0, 1))
+    return KIND_NAMES[kind] if kind else None
+
+
+def describe(signature: list[int] | np.ndarray) -> dict[str, int]:
+    """How many facts of each kind a signature holds (for people reading a decision)."""
+    counts: dict[str, int] = {}
+    for h in np.asarray(signature, dtype=np.uint64).tolist():
+        name = KIND_NAMES[int(h) >> 61]
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """CSR signatures of a segments frame: its ``fact_signature`` column when present (any
+    order; sorted here), else computed from ``text``."""
+    if FACT_COLUMN in frame.columns:
+        return signature_column_arrays(frame.get_column(FACT_COLUMN))
+    return signature_arrays(
+        frame.get_column("text"),
+        segment_type=frame.get_column("segment_type") if "segment_type" in frame.columns
+        else None,
+        language=frame.get_column("language") if "language" in frame.columns else None,
+    )
+
+
+def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """CSR form of a ``fact_signature`` column (a list of 64-bit integers per row; null is no
+    fact). Refuses any other type with the fix."""
+    inner = column.dtype.inner if isinstance(column.dtype, (pl.List, pl.Array)) else None
+    if inner not in (pl.UInt64, pl.Int64):
+        raise SchemaError(
+            f"column {FACT_COLUMN!r} has type {column.dtype}, expected a list of uint64 fact "
+            "hashes; drop the column to have it computed from the text"
+        )
+    arr = column.cast(pl.List(pl.UInt64)).to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(arr) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+    rows = np.repeat(np.arange(len(arr), dtype=np.int64), lengths)
+    return _sorted_unique_rows(rows, np.ascontiguousarray(values), len(arr))  # type: ignore[no-any-return]
+
+
+def signature_series(offsets: np.ndarray, values: np.ndarray) -> pl.Series:
+    """The ``fact_signature`` column of CSR signatures."""
+    arr = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()),
+                                        pa.array(values, pa.uint64()))
+    return pl.Series(FACT_COLUMN, arr.cast(pa.list_(pa.uint64())))
