@@ -29,11 +29,13 @@ from .errors import (
     StoreError,
 )
 from .extract import ExtractResult, SkippedFile, extract, extract_documents
+from .facts import fact_conflict, fact_signatures
 from .ingest import IngestionResult, ingest
 from .pipeline import ingest_tables_to_store
 from .retrieval import (
     Context,
     NoEmbeddingsWarning,
+    NoFactsWarning,
     SearchMode,
     SearchResult,
     build_context,
@@ -68,6 +70,7 @@ __all__ = [
     "Mode",
     "Model2VecEmbedder",
     "NoEmbeddingsWarning",
+    "NoFactsWarning",
     "PairSet",
     "Problem",
     "RetrievalConfig",
@@ -90,6 +93,8 @@ __all__ = [
     "embed_texts",
     "extract",
     "extract_documents",
+    "fact_conflict",
+    "fact_signatures",
     "get_embedder",
     "ingest",
     "ingest_documents",

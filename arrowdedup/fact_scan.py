@@ -390,7 +390,8 @@ def _scan(
                     if idx >= 0 and word_values[idx] >> np.uint64(61) != 0:
                         kind = int(word_values[idx] >> np.uint64(61))
                         # Word-table values are whole fact hashes.
-                        out, out_rows, n_out = _push(out, out_rows, n_out, r, word_values[idx], kind)
+                        out, out_rows, n_out = _push(out, out_rows, n_out, r,
+                                                     word_values[idx], kind)
                         kind = 0
                     # Negation inside an unsegmented script (Chinese, Japanese, Korean).
                     for t in range(wide_neg_offsets.shape[0] - 1):
@@ -430,7 +431,6 @@ def _scan(
                     has_us = False
                     has_dot = False
                     has_slash = False
-                    has_colon = False
                     prev_lower = False
                     first_cp = -1
                     second_cp = -1
@@ -473,8 +473,6 @@ def _scan(
                                 has_dot = True
                             elif cq == 47:
                                 has_slash = True
-                            elif cq == 58:
-                                has_colon = True
                         q += lq
                     starts_digit = 48 <= first_cp <= 57
                     signed = first_cp == 45 and 48 <= second_cp <= 57

@@ -15,8 +15,8 @@ a struct) and writes into one :class:`Outputs`:
 
 They write ``action`` (int8, codes below), ``rep`` (representative row or -1), ``sim``
 (cosine to the representative for near merges, else NaN), and ``refused`` / ``reason`` (the
-first selected row that passed the cosine test but failed the fact guard, and why). The Numba kernel runs groups in
-parallel; each group is scanned by one thread in a fixed order, so the output does not depend
+first selected row that passed the cosine test but failed the fact guard, and why).
+The Numba kernel runs groups in parallel; each group is scanned by one thread in a fixed order, so the output does not depend
 on the thread count. ``greedy_numpy`` is the pure-NumPy twin, tested to agree.
 """
 
@@ -78,6 +78,19 @@ def no_facts(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Empty signatures for ``n`` rows (the guard then has nothing to check)."""
     return np.zeros(n + 1, dtype=np.int64), np.empty(0, dtype=np.uint64), \
         np.zeros(n, dtype=np.int8)
+
+
+def plan_of(order: np.ndarray, offsets: np.ndarray, matrix: np.ndarray, inv_norm: np.ndarray,
+            usable: np.ndarray, hash_class: np.ndarray, filtered: np.ndarray,
+            threshold: float, *,
+            facts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> KernelPlan:
+    """A :class:`KernelPlan` from its parts (``threshold`` is used as given); ``facts`` =
+    (offsets, values, modes) turns the fact guard on."""
+    n = matrix.shape[0]
+    f_off, f_val, f_mode = facts if facts is not None else no_facts(n)
+    n_classes = int(hash_class.max()) + 1 if hash_class.size else 0
+    return KernelPlan(order, offsets, matrix, inv_norm, usable, hash_class, n_classes, filtered,
+                      float(threshold), f_off, f_val, f_mode, facts is not None)
 
 
 def new_outputs(n: int) -> Outputs:

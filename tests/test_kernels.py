@@ -10,7 +10,7 @@ import polars as pl
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import DedupConfig, IngestionConfig, kernels
+from arrowdedup import DedupConfig, IngestionConfig, fact_conflict, kernels
 from arrowdedup.schema import embeddings_from
 
 ingest_mod = importlib.import_module("arrowdedup.ingest")
@@ -30,7 +30,12 @@ def random_table(seed: int, n: int) -> pl.DataFrame:
     base_idx = rng.integers(0, bases.shape[0], n)
     noise = rng.uniform(0.0, 0.5, n)[:, None] * rng.standard_normal((n, d))
     vectors = bases[base_idx] + noise * np.linalg.norm(bases[base_idx], axis=1, keepdims=True) / 3
-    texts = [f"text {i}" for i in range(n)]
+    # Distinct texts whose facts overlap: a shared step number, sometimes a negation; the
+    # plain words that make them distinct are no facts.
+    words = ["".join("abcdefghij"[int(c)] for c in str(i)) for i in range(n)]
+    texts = [f"step {rng.integers(0, 3)} {'not ' if rng.random() < 0.2 else ''}word{w}"
+             .replace("word", "") for w in words]
+    texts = [f"{t} {w}x" for t, w in zip(texts, words, strict=True)]
     for i in range(n):  # exact copies: same text (and usually the same vector)
         if i and rng.random() < 0.2:
             j = int(rng.integers(0, i))
@@ -73,7 +78,8 @@ def clear_of_band(frame: pl.DataFrame, threshold: float) -> bool:
 
 
 def spec_transcription(frame: pl.DataFrame, cfg: DedupConfig) -> tuple[list[str], list[int]]:
-    """SPEC §2 read literally, one group at a time, in float64."""
+    """SPEC §2 read literally, one group at a time, in float64; the fact guard is the public
+    rule ``fact_conflict`` applied pair by pair."""
     rows = frame.to_dicts()
     action = ["kept"] * len(rows)
     rep = [-1] * len(rows)
@@ -103,7 +109,10 @@ def spec_transcription(frame: pl.DataFrame, cfg: DedupConfig) -> tuple[list[str]
                     if f is None or np.linalg.norm(f) == 0:
                         continue
                     if float(u @ (np.asarray(f, np.float64) / np.linalg.norm(f))) >= \
-                            ing.similarity_threshold:
+                            ing.similarity_threshold and not (ing.fact_guard and fact_conflict(
+                                rows[i]["text"], rows[j]["text"],
+                                segment_type=rows[i]["segment_type"],
+                                language=rows[i].get("language"))):
                         action[i], rep[i] = "merged_near", j
                         break
                 if action[i] == "merged_near":
@@ -112,36 +121,53 @@ def spec_transcription(frame: pl.DataFrame, cfg: DedupConfig) -> tuple[list[str]
     return action, rep
 
 
-def run_both(frame: pl.DataFrame, cfg: DedupConfig) -> list[tuple[np.ndarray, ...]]:
+def run_both(frame: pl.DataFrame, cfg: DedupConfig, facts=None) -> list[tuple[np.ndarray, ...]]:
     emb = embeddings_from(frame)
     assert emb is not None
     salience = frame.get_column("salience").cast(pl.Float64).to_numpy()
     plan = ingest_mod.make_plan(frame, salience, ingest_mod.content_hash_codes(frame), cfg)
     inv = kernels.inverse_norms(emb.matrix, emb.usable)
     groups = np.arange(plan.offsets.shape[0] - 1, dtype=np.int64)
+    p = kernels.plan_of(plan.order, plan.offsets, emb.matrix, inv, emb.usable, plan.hash_class,
+                        plan.filtered, cfg.ingestion.similarity_threshold, facts=facts)
     outs = []
     for fn in (kernels.greedy_numba, kernels.greedy_numpy):
-        action, rep, sim = kernels.new_outputs(frame.height)
-        fn(plan.order, plan.offsets, groups, emb.matrix, inv, emb.usable, plan.hash_class,
-           plan.n_classes, plan.filtered, cfg.ingestion.similarity_threshold, action, rep, sim)
-        outs.append((action, rep, sim))
+        out = kernels.new_outputs(frame.height)
+        fn(p, groups, out)
+        outs.append((out.action, out.rep, out.sim, out.refused, out.reason))
     return outs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60))
+def test_numba_and_numpy_twin_agree_with_fact_guard(seed: int, n: int) -> None:
+    from test_kernels_blocked import random_facts
+
+    frame = random_table(seed, n)
+    cfg = DedupConfig()
+    assume(clear_of_band(frame, cfg.ingestion.similarity_threshold))
+    one, two = run_both(frame, cfg, random_facts(n, seed % 10_000))
+    for x, y in zip(one, two, strict=True):
+        np.testing.assert_allclose(x, y, atol=1e-5, equal_nan=True)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60))
 def test_numba_numpy_and_spec_agree(seed: int, n: int) -> None:
     frame = random_table(seed, n)
-    cfg = DedupConfig()
+    cfg = DedupConfig(ingestion=IngestionConfig(fact_guard=False))
     assume(clear_of_band(frame, cfg.ingestion.similarity_threshold))
-    (a1, r1, s1), (a2, r2, s2) = run_both(frame, cfg)
+    (a1, r1, s1, _, _), (a2, r2, s2, _, _) = run_both(frame, cfg)
     np.testing.assert_array_equal(a1, a2)
     np.testing.assert_array_equal(r1, r2)
     np.testing.assert_allclose(s1, s2, atol=1e-5, equal_nan=True)
     expected_action, expected_rep = spec_transcription(frame, cfg)
     assert [kernels.ACTION_NAMES[a] for a in a1] == expected_action
     assert r1.tolist() == expected_rep
-    # and the whole ingest() pipeline says the same
+    # and the whole ingest() pipeline says the same, with the fact guard on and off
+    guarded, guarded_rep = spec_transcription(frame, DedupConfig())
+    result = ingest_mod.ingest(frame, DedupConfig())
+    assert result.decisions.get_column("action").cast(pl.String).to_list() == guarded
     result = ingest_mod.ingest(frame, cfg)
     assert result.decisions.get_column("action").cast(pl.String).to_list() == expected_action
 
@@ -150,9 +176,9 @@ def test_numba_numpy_and_spec_agree(seed: int, n: int) -> None:
 @given(seed=st.integers(0, 2**32 - 1), threshold=st.sampled_from([0.5, 0.8, 0.95, 1.0]))
 def test_agreement_at_other_thresholds(seed: int, threshold: float) -> None:
     frame = random_table(seed, 40)
-    cfg = DedupConfig(ingestion=IngestionConfig(similarity_threshold=threshold))
+    cfg = DedupConfig(ingestion=IngestionConfig(similarity_threshold=threshold, fact_guard=False))
     assume(clear_of_band(frame, threshold))
-    (a1, r1, _), (a2, r2, _) = run_both(frame, cfg)
+    (a1, r1, *_), (a2, r2, *_) = run_both(frame, cfg)
     np.testing.assert_array_equal(a1, a2)
     np.testing.assert_array_equal(r1, r2)
     expected_action, expected_rep = spec_transcription(frame, cfg)

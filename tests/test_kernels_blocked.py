@@ -50,25 +50,59 @@ def inputs(x: np.ndarray, seed: int, exact: float, filt: float, unusable: float)
     return order, usable, inv, hc.astype(np.int64), filtered
 
 
-def run_both(x, order, usable, inv, hc, filtered, block, chunk):
+def random_facts(m: int, seed: int):
+    """Random fact signatures (CSR) over a small pool, so that covers and refusals are both
+    common, and random guard modes (subset or equal)."""
+    rng = np.random.default_rng(seed + 7)
+    pool = np.array(sorted((k << 61) | int(v) for k, v in
+                           zip(rng.integers(1, 8, 6), rng.integers(1, 2**40, 6), strict=True)),
+                    dtype=np.uint64)
+    counts = rng.integers(0, 3, m)
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    values = []
+    for r in range(m):
+        chosen = np.unique(rng.choice(pool, counts[r], replace=False))
+        values.extend(chosen.tolist())
+        offsets[r + 1] = len(values)
+    modes = rng.choice(np.array([0, 0, 1], dtype=np.int8), m)
+    return offsets, np.array(values, dtype=np.uint64), modes
+
+
+def run_both(x, order, usable, inv, hc, filtered, block, chunk, facts=None):
     m = x.shape[0]
     n_classes = int(hc.max()) + 1
-    a1, r1, s1 = kernels.new_outputs(m)
-    kernels.greedy_numba(order, np.array([0, m], np.int64), np.array([0], np.int64), x, inv,
-                         usable, hc, n_classes, filtered, THR, a1, r1, s1)
-    a2, r2, s2 = kernels.new_outputs(m)
-    greedy_blocked_group(order, x, inv, usable, hc, filtered, THR,
-                         np.full(n_classes, -1, np.int64), a2, r2, s2, block=block, chunk=chunk)
-    return (a1, r1, s1), (a2, r2, s2)
+    p = kernels.plan_of(order, np.array([0, m], np.int64), x, inv, usable, hc, filtered, THR,
+                        facts=facts)
+    one = kernels.new_outputs(m)
+    kernels.greedy_numba(p, np.array([0], np.int64), one)
+    two = kernels.new_outputs(m)
+    greedy_blocked_group(order, p, np.full(n_classes, -1, np.int64), two, block=block,
+                         chunk=chunk)
+    return tuple(one), tuple(two)
 
 
 def assert_same(one, two):
-    a1, r1, s1 = one
-    a2, r2, s2 = two
+    a1, r1, s1 = one[:3]
+    a2, r2, s2 = two[:3]
     np.testing.assert_array_equal(a1, a2)
     np.testing.assert_array_equal(r1, r2)
+    for extra1, extra2 in zip(one[3:], two[3:], strict=True):  # guard refusals and reasons
+        np.testing.assert_array_equal(extra1, extra2)
     # Summation order may move a cosine in its last bits.
     np.testing.assert_allclose(s1, s2, atol=1e-5, equal_nan=True)
+
+
+@settings(max_examples=15, deadline=None)
+@given(m=st.integers(1, 700), seed=st.integers(0, 10_000), dup=st.sampled_from([0.3, 0.6]),
+       block=st.sampled_from([1, 7, 64]), chunk=st.sampled_from([1, 5, 4096]))
+def test_blocked_equals_numba_with_fact_guard(m, seed, dup, block, chunk):
+    """The guard decides identically in both kernels, refusals and reasons included."""
+    x = planted(m, 16, seed, dup)
+    assume(clear_of_band(x))
+    order, usable, inv, hc, filtered = inputs(x, seed, 0.05, 0.0, 0.05)
+    facts = random_facts(m, seed)
+    one, two = run_both(x, order, usable, inv, hc, filtered, block, chunk, facts)
+    assert_same(one, two)
 
 
 @settings(max_examples=25, deadline=None)
@@ -107,10 +141,11 @@ def test_thread_counts_do_not_change_results():
     outs = []
     for threads in (1, 2):
         with blas_threads(threads):
-            a, r, s = kernels.new_outputs(x.shape[0])
-            greedy_blocked_group(order, x, inv, usable, hc, filtered, THR,
-                                 np.full(int(hc.max()) + 1, -1, np.int64), a, r, s)
-            outs.append((a, r, s))
+            out = kernels.new_outputs(x.shape[0])
+            p = kernels.plan_of(order, np.array([0, x.shape[0]], np.int64), x, inv, usable, hc,
+                                filtered, THR)
+            greedy_blocked_group(order, p, np.full(int(hc.max()) + 1, -1, np.int64), out)
+            outs.append(tuple(out))
     for i in range(3):
         np.testing.assert_array_equal(outs[0][i], outs[1][i])  # bit for bit, sims included
 

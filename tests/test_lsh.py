@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, segments_frame
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from test_kernels_blocked import THR, clear_of_band, inputs, planted
+from test_kernels_blocked import THR, clear_of_band, inputs, planted, random_facts
 
 from arrowdedup import ConfigError, DedupConfig, IngestionConfig, LshMethod, Mode, ingest, kernels
 from arrowdedup.lsh import (
@@ -62,14 +62,18 @@ def test_all_pairs_equals_exact(m, d, seed, dup, exact, filt, unusable):
     assume(clear_of_band(x))
     order, usable, inv, hc, filtered = inputs(x, seed, exact, filt, unusable)
     n_classes = int(hc.max()) + 1
-    a1, r1, s1 = kernels.new_outputs(m)
-    kernels.greedy_numba(order, np.array([0, m], np.int64), np.array([0], np.int64), x, inv,
-                         usable, hc, n_classes, filtered, THR, a1, r1, s1)
-    a2, r2, s2 = kernels.new_outputs(m)
-    greedy_lsh_group(order, x, inv, usable, hc, filtered, THR, np.full(n_classes, -1, np.int64),
-                     a2, r2, s2, all_pairs_buckets(usable[order]))
+    facts = random_facts(m, seed) if seed % 2 else None
+    p = kernels.plan_of(order, np.array([0, m], np.int64), x, inv, usable, hc, filtered, THR,
+                        facts=facts)
+    a1, r1, s1, f1, w1 = kernels.new_outputs(m)
+    kernels.greedy_numba(p, np.array([0], np.int64), kernels.Outputs(a1, r1, s1, f1, w1))
+    a2, r2, s2, f2, w2 = kernels.new_outputs(m)
+    greedy_lsh_group(order, p, np.full(n_classes, -1, np.int64),
+                     kernels.Outputs(a2, r2, s2, f2, w2), all_pairs_buckets(usable[order]))
     np.testing.assert_array_equal(a1, a2)
     np.testing.assert_array_equal(r1, r2)
+    np.testing.assert_array_equal(f1, f2)  # the first refusal, in selection order
+    np.testing.assert_array_equal(w1, w2)
     # Summation order may move a cosine in its last bits.
     np.testing.assert_allclose(s1, s2, atol=1e-5, equal_nan=True)
 

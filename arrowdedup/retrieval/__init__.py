@@ -7,13 +7,14 @@ repeats after ranking, ``search`` ties it together, ``context`` renders results 
 
 from .bm25 import build_bm25_index, tokenize
 from .context import Context, build_context
-from .crossdoc import NoEmbeddingsWarning, dedupe_ranked
+from .crossdoc import NoEmbeddingsWarning, NoFactsWarning, dedupe_ranked
 from .fusion import SearchMode, competition_rank, mode_weights, rrf, score_order
 from .search import SearchResult, search
 
 __all__ = [
     "Context",
     "NoEmbeddingsWarning",
+    "NoFactsWarning",
     "SearchMode",
     "SearchResult",
     "build_bm25_index",

@@ -108,7 +108,8 @@ def build_context(
         unit = np.asarray(view.vectors[idx], dtype=np.float32)
         usable = np.linalg.norm(unit, axis=1) > 0
         lang = view.lang[idx]
-        keep = duplicate_of(unit, usable, lang, cfg.retrieval.similarity_threshold) < 0
+        keep = duplicate_of(unit, usable, lang, cfg.retrieval.similarity_threshold,
+                            view.fact_arrays(idx) if cfg.retrieval.fact_guard else None) < 0
         # Retrieved results were deduped already; only expansions can fall out here.
         keep[: result.rows.size] = True
         dropped = int((~keep).sum())

@@ -23,7 +23,11 @@ import pyarrow.compute as pc
 
 from ..config import DedupConfig, resolve_config
 from ..errors import SchemaError, first_rows
-from ..kernels import effective_threshold
+from ..facts import FACT_COLUMN, conflict, conflict_reasons, fact_modes, signatures_of
+from ..kernels import effective_threshold, no_facts
+
+# CSR fact signatures (offsets, values) and per-row guard modes (facts.fact_modes).
+FactArrays = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 _DEFAULT = DedupConfig()  # frozen: safe to share, and validating it per call costs ~0.1 ms
 # Reassociation lets LLVM vectorise the dot products; no nnan / ninf, which would fold away
@@ -33,6 +37,11 @@ _FASTMATH = {"reassoc", "contract"}
 
 class NoEmbeddingsWarning(UserWarning):
     """``dedupe_ranked`` got results none of which has a usable embedding: nothing is deduped."""
+
+
+class NoFactsWarning(UserWarning):
+    """``dedupe_ranked`` got results with neither ``text`` nor ``fact_signature``: its
+    decisions are cosine-only (the fact guard has nothing to read)."""
 
 
 @numba.njit(inline="always", fastmath=_FASTMATH)
@@ -89,9 +98,17 @@ def _pair_dots(a0: np.ndarray, a1: np.ndarray, matrix: np.ndarray, selected: np.
         s += 1
 
 
+@numba.njit(inline="always")
+def _covered(f_off: np.ndarray, f_val: np.ndarray, f_mode: np.ndarray, guard: bool, row: int,
+             j: int) -> bool:
+    """SPEC §4 step 5's fact guard: does selected result ``j`` cover result ``row``?"""
+    return (not guard) or conflict(f_off, f_val, f_mode, row, j) == 0
+
+
 @numba.njit(inline="always", fastmath=_FASTMATH)
 def _greedy_into(matrix: np.ndarray, inv: np.ndarray, usable: np.ndarray, lang: np.ndarray,
-                 thr: np.float32, rep: np.ndarray) -> None:
+                 thr: np.float32, rep: np.ndarray, f_off: np.ndarray, f_val: np.ndarray,
+                 f_mode: np.ndarray, guard: bool) -> None:
     """The greedy scan of SPEC §4.5, writing ``rep`` (-1 = kept, else the kept row repeated).
 
     ``matrix`` rows need not be unit length: the cosine is ``dot · inv[i] · inv[j]`` with
@@ -118,14 +135,16 @@ def _greedy_into(matrix: np.ndarray, inv: np.ndarray, usable: np.ndarray, lang: 
             li = lang[row]
             for s in range(before):
                 j = selected[s]
-                if lang[j] == li and dots[r, s] * (inv[row] * inv[j]) >= thr:
+                if lang[j] == li and dots[r, s] * (inv[row] * inv[j]) >= thr and \
+                        _covered(f_off, f_val, f_mode, guard, row, j):
                     rep[row] = j
                     break
             if rep[row] < 0 and r == 1 and nsel > before and lang[i] == li:
                 c = np.float32(0.0)
                 for t in range(d):
                     c += matrix[i, t] * matrix[row, t]
-                if c * (inv[row] * inv[i]) >= thr:
+                if c * (inv[row] * inv[i]) >= thr and \
+                        _covered(f_off, f_val, f_mode, guard, row, i):
                     rep[row] = i
             if rep[row] < 0:
                 selected[nsel] = row
@@ -134,7 +153,8 @@ def _greedy_into(matrix: np.ndarray, inv: np.ndarray, usable: np.ndarray, lang: 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
 def greedy_ranked(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
-                  threshold: float) -> np.ndarray:
+                  threshold: float, f_off: np.ndarray, f_val: np.ndarray, f_mode: np.ndarray,
+                  guard: bool) -> np.ndarray:
     """For each row of unit vectors in rank order: -1 if kept, else the kept row it repeats.
 
     Computes only the dot products the greedy scan needs (rows against the selected rows), in
@@ -143,7 +163,8 @@ def greedy_ranked(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
     """
     n = unit.shape[0]
     rep = np.empty(n, dtype=np.int64)
-    _greedy_into(unit, np.ones(n, dtype=np.float32), usable, lang, np.float32(threshold), rep)
+    _greedy_into(unit, np.ones(n, dtype=np.float32), usable, lang, np.float32(threshold), rep,
+                 f_off, f_val, f_mode, guard)
     return rep
 
 
@@ -181,7 +202,8 @@ _ALL = np.ones(0, dtype=np.bool_)  # "every row": saves allocating a mask per ca
 
 
 @numba.njit(nogil=True, cache=True, error_model="numpy", fastmath=_FASTMATH)
-def _dedupe_rows(matrix: np.ndarray, present: np.ndarray, lang: np.ndarray, threshold: float
+def _dedupe_rows(matrix: np.ndarray, present: np.ndarray, lang: np.ndarray, threshold: float,
+                 f_off: np.ndarray, f_val: np.ndarray, f_mode: np.ndarray, guard: bool
                  ) -> tuple[int, int, np.ndarray, np.ndarray, int]:
     """:func:`dedupe_ranked`'s per-row work in one call: inverse norms (float64 sums of
     squares; NaN / inf anywhere in a row make it non-finite), the greedy scan and the output
@@ -217,13 +239,14 @@ def _dedupe_rows(matrix: np.ndarray, present: np.ndarray, lang: np.ndarray, thre
             inv[i] = np.float32(1.0 / np.sqrt(acc))
     rep = np.full(n, -1, dtype=np.int64)
     if nbad == 0:
-        _greedy_into(rows, inv, usable, lang, np.float32(threshold), rep)
+        _greedy_into(rows, inv, usable, lang, np.float32(threshold), rep, f_off, f_val, f_mode,
+                     guard)
     order, offsets, nkept = output_plan(rep)
     return nbad, nusable, order, offsets, nkept
 
 
 def greedy_ranked_numpy(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
-                        threshold: float) -> np.ndarray:
+                        threshold: float, facts: FactArrays | None = None) -> np.ndarray:
     """The NumPy twin of :func:`greedy_ranked` (a Gram matrix, one vectorised test per row)."""
     n = unit.shape[0]
     gram = unit @ unit.T
@@ -234,6 +257,9 @@ def greedy_ranked_numpy(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
         if usable[i] and selected:
             sel = np.asarray(selected, dtype=np.int64)
             hit = (lang[sel] == lang[i]) & (gram[i, sel] >= thr)
+            if facts is not None and hit.any():
+                why = conflict_reasons(*facts, np.full(sel.size, i), sel)
+                hit &= why == 0
             if hit.any():
                 rep[i] = sel[int(np.argmax(hit))]
                 continue
@@ -243,16 +269,30 @@ def greedy_ranked_numpy(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
 
 
 def duplicate_of(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
-                 threshold: float) -> np.ndarray:
+                 threshold: float, facts: FactArrays | None = None) -> np.ndarray:
     """Per row of a ranked list: -1 when kept, else the row index of the kept row it repeats.
 
     ``threshold`` is the configured one; the float32 slack of ``kernels.effective_threshold``
-    is applied here, so identical directions count as duplicates at 1.0.
+    is applied here, so identical directions count as duplicates at 1.0. ``facts`` (CSR
+    signatures and guard modes of the rows, :func:`fact_arrays`) turns the fact guard on.
     """
+    n = unit.shape[0]
+    f_off, f_val, f_mode = facts if facts is not None else no_facts(n)
     return greedy_ranked(  # type: ignore[no-any-return]
         np.ascontiguousarray(unit, dtype=np.float32),
         np.ascontiguousarray(usable, dtype=np.bool_),
-        np.ascontiguousarray(lang, dtype=np.int64), effective_threshold(threshold))
+        np.ascontiguousarray(lang, dtype=np.int64), effective_threshold(threshold),
+        f_off, f_val, f_mode, facts is not None)
+
+
+def fact_arrays(frame: pl.DataFrame) -> FactArrays | None:
+    """The fact guard's inputs for the rows of ``frame``: its ``fact_signature`` column, or
+    signatures computed from ``text``; None when it has neither."""
+    if FACT_COLUMN not in frame.columns and "text" not in frame.columns:
+        return None
+    f_off, f_val = signatures_of(frame)
+    types = frame.get_column("segment_type") if "segment_type" in frame.columns else None
+    return f_off, f_val, fact_modes(types, frame.height)
 
 
 def _as_frame(results: Any) -> pl.DataFrame:
@@ -382,13 +422,25 @@ def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFra
                 "add it to the ranked results (embedding may be null per row)"
             )
     matrix, present = embedding_matrix(frame)
+    guard = None
+    if cfg.retrieval.fact_guard:
+        guard = fact_arrays(frame)
+        if guard is None:
+            warnings.warn(
+                "dedupe_ranked: the results have neither a 'text' nor a 'fact_signature' "
+                "column, so duplicates are decided by cosine alone (the fact guard is off); "
+                "return the texts with the results",
+                NoFactsWarning, stacklevel=2,
+            )
+    f_off, f_val, f_mode = guard if guard is not None else no_facts(frame.height)
     # All per-row work is one Numba call; what remains is as few Polars calls as possible,
     # because each costs microseconds of Python even on 100 rows. Columns are gathered one
     # Series at a time: a DataFrame gather hands the work to Polars' thread pool, which costs
     # more than it saves on 100 rows.
     nbad, nusable, order, offsets, nkept = _dedupe_rows(
         matrix, present, language_codes(frame),
-        effective_threshold(cfg.retrieval.similarity_threshold))
+        effective_threshold(cfg.retrieval.similarity_threshold), f_off, f_val, f_mode,
+        guard is not None)
     if nbad:
         bad = np.flatnonzero(~np.isfinite(np.asarray(matrix, dtype=np.float64).sum(axis=1)))
         raise SchemaError(

@@ -42,7 +42,7 @@ from ..embed import MINILM_NAME, Embedder, get_embedder
 from ..errors import EmbedderError, InputError, StoreError
 from ..store import Store, open_store
 from .bm25 import Bm25Index, load_bm25
-from .crossdoc import displaced_lists, duplicate_of, language_codes
+from .crossdoc import FactArrays, displaced_lists, duplicate_of, fact_arrays, language_codes
 from .dense import cosine_scores, top_n, unit_queries
 from .fusion import SearchMode, competition_rank, group_rank, mode_weights, rrf, score_order
 
@@ -52,7 +52,7 @@ RESULT_COLUMNS = ("rank", "doc_id", "segment_id", "text", "rrf", "score", "rank_
                   "rank_bm25", "rank_salience", "rank_freshness", "displaced_ids")
 VIEW_COLUMNS = ("doc_id", "segment_id", "text", "segment_type", "position", "salience",
                 "created_at", "language", "section", "neighbours_before", "neighbours_after",
-                "title", "doc_type")
+                "title", "doc_type", "fact_signature")
 LOG_SCHEMA = pa.schema([
     ("time", pa.timestamp("us", tz="UTC")), ("run_id", pa.string()),
     ("query_hash", pa.string()), ("mode", pa.string()), ("k", pa.int32()),
@@ -126,6 +126,11 @@ class StoreView:
         if self._bm25 is False:
             self._bm25 = load_bm25(self.version)
         return self._bm25  # type: ignore[return-value]
+
+    def fact_arrays(self, rows: np.ndarray) -> FactArrays | None:
+        """The fact guard's inputs for store rows ``rows`` (stored signatures, or computed from
+        the text for stores written before the guard)."""
+        return fact_arrays(self.frame[np.asarray(rows, dtype=np.int64)])
 
     def row_of(self, segment_id: str) -> int | None:
         if self._row_of is None:
@@ -336,7 +341,8 @@ def search(
     if cfg.retrieval.enabled and order.size:
         rep = duplicate_of(unit[order] if unit.shape[1] else unit[:order.size],
                            usable[order], view.lang[ranked_rows],
-                           cfg.retrieval.similarity_threshold)
+                           cfg.retrieval.similarity_threshold,
+                           view.fact_arrays(ranked_rows) if cfg.retrieval.fact_guard else None)
     else:
         rep = np.full(order.size, -1, dtype=np.int64)
     kept, displaced = displaced_lists(ids, rep)
