@@ -136,7 +136,8 @@ def ingest_documents(
     start = time.perf_counter()
     if "salience" not in frame.columns:
         # A user salience column always wins; otherwise SPEC §3's scorer, on these embeddings.
-        values = (scorer or DefaultSalience()).score(frame, embeddings_from(frame))
+        scorer = scorer or DefaultSalience(cfg.ingestion.salience_threshold)
+        values = scorer.score(frame, embeddings_from(frame))
         frame = frame.with_columns(pl.Series("salience", values, dtype=pl.Float32))
     stages["salience"] = time.perf_counter() - start
 

@@ -158,9 +158,12 @@ def _lookup(keys: np.ndarray, h: np.uint64) -> int:
 
 @numba.njit(inline="always")
 def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
+    """XXH64 of the lower-cased bytes (a piece longer than the scratch is hashed as its
+    prefix: no word of any list is that long)."""
     w = 0
     i = s
-    while i < e:
+    limit = scratch.shape[0] - 4
+    while i < e and w < limit:
         cp, ln = _decode(data, i, e)
         w = _encode(_lower(cp), scratch, w)
         i += ln

@@ -126,7 +126,7 @@ def ingest(
         emb = validate(frame, cfg.ingestion.max_segments_per_document)
     with timer.stage("salience"):
         if "salience" not in frame.columns:
-            values = (scorer or DefaultSalience()).score(frame, emb)
+            values = (scorer or DefaultSalience(cfg.ingestion.salience_threshold)).score(frame, emb)
             frame = frame.with_columns(pl.Series("salience", values, dtype=pl.Float32))
         salience = frame.get_column("salience").cast(pl.Float64).fill_null(0.0).to_numpy()
     with timer.stage("hash"):
@@ -295,11 +295,6 @@ def run_kernels(
                 del layout
             else:
                 kernels_blocked.greedy_blocked_group(rows, p, sel_of_class, out)
-    # A refusal explains a merge or a keep only: a row that became an exact copy later in
-    # a block (blocked kernel) was screened before it was known to be one.
-    undecided = (out.action != kernels.KEPT) & (out.action != kernels.MERGED_NEAR)
-    out.refused[undecided] = -1
-    out.reason[undecided] = 0
     return out
 
 

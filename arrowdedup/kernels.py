@@ -16,8 +16,9 @@ a struct) and writes into one :class:`Outputs`:
 They write ``action`` (int8, codes below), ``rep`` (representative row or -1), ``sim``
 (cosine to the representative for near merges, else NaN), and ``refused`` / ``reason`` (the
 first selected row that passed the cosine test but failed the fact guard, and why).
-The Numba kernel runs groups in parallel; each group is scanned by one thread in a fixed order, so the output does not depend
-on the thread count. ``greedy_numpy`` is the pure-NumPy twin, tested to agree.
+The Numba kernel runs groups in parallel; each group is scanned by one thread in a fixed
+order, so the output does not depend on the thread count. ``greedy_numpy`` is the pure-NumPy
+twin, tested to agree.
 """
 
 from __future__ import annotations

@@ -103,6 +103,10 @@ def _scan_block(
     for t in range(brows.shape[0]):
         r = brows[t]
         if filtered_or_exact(r, p, sel_of_class, out):
+            # It became an exact copy inside this block, after the screen looked at it: a
+            # refusal the screen recorded explains nothing (the Numba scan never records one).
+            out.refused[r] = -1
+            out.reason[r] = 0
             continue
         c = p.hash_class[r]
         if p.usable[r]:

@@ -110,7 +110,15 @@ def centrality(doc_codes: np.ndarray, n_docs: int, embeddings: Embeddings | None
 
 
 class DefaultSalience:
-    """SPEC section 3's scorer."""
+    """SPEC section 3's scorer.
+
+    ``floor`` is the noise filter's ``SalienceThreshold``: a segment that holds a fact found
+    nowhere else in its document (a flag heading, a sentence that states a value), or says
+    eight or more words, is never scored below it, because the filter is for noise.
+    """
+
+    def __init__(self, floor: float = 0.05) -> None:
+        self.floor = float(floor)
 
     def score(self, frame: pl.DataFrame, embeddings: Embeddings | None) -> np.ndarray:
         n = frame.height
@@ -137,7 +145,35 @@ class DefaultSalience:
         np.maximum.at(best, doc_codes, score)
         doc_best = best[doc_codes]
         salience = np.divide(score, doc_best, out=np.zeros(n), where=doc_best > 0)
+        low = (salience > 0.0) & (salience < self.floor)
+        if low.any():
+            keep = low & (unique_facts(frame, doc_codes) | (word_counts(frame) >= 8))
+            salience[keep] = self.floor
         return np.clip(salience, 0.0, 1.0).astype(np.float32)
+
+
+def word_counts(frame: pl.DataFrame) -> np.ndarray:
+    """Words (runs of non-space characters) per segment."""
+    return frame.get_column("text").cast(pl.String).fill_null("").str.count_matches(
+        r"\S+").to_numpy()
+
+
+def unique_facts(frame: pl.DataFrame, doc_codes: np.ndarray) -> np.ndarray:
+    """Rows holding a fact (SPEC §2's fact guard: number, identifier, …) that no other segment
+    of the same document holds."""
+    from .facts import MENTION, signatures_of
+
+    offsets, values = signatures_of(frame)
+    rows = np.repeat(np.arange(frame.height, dtype=np.int64), np.diff(offsets))
+    facts = pl.DataFrame({"r": rows, "d": doc_codes[rows], "h": values})
+    facts = facts.filter(pl.col("h") >= (MENTION + 1) << 61)  # mentions are no facts
+    single = (
+        facts.with_columns(pl.len().over("d", "h").alias("n"))
+        .filter(pl.col("n") == 1).get_column("r").unique().to_numpy()
+    )
+    out = np.zeros(frame.height, dtype=bool)
+    out[single] = True
+    return out
 
 
 def _unique_map(values: np.ndarray) -> tuple[list[str], np.ndarray]:

@@ -329,6 +329,7 @@ def _check_kept_pairs(store: Store, segments: pl.DataFrame, config: Any,
         .filter(pl.col("_row").list.len() > 1)
     )
     ids = segments.get_column("segment_id").cast(pl.String)
+    guard = _guard_inputs(segments) if ing.fact_guard else None
     pairs = 0
     for rows_list in grouped.get_column("_row").to_list():
         rows = np.asarray(rows_list, dtype=np.int64)
@@ -341,6 +342,8 @@ def _check_kept_pairs(store: Store, segments: pl.DataFrame, config: Any,
             local = np.arange(start, min(start + BLOCK, m))
             sims[np.arange(m)[None, :] <= local[:, None]] = -np.inf
             hit = np.argwhere(sims >= limit)
+            if hit.size and guard is not None:
+                hit = hit[_unrefused(rows[local[hit[:, 0]]], rows[hit[:, 1]], guard)]
             if hit.size:
                 i, j = rows[local[hit[0, 0]]], rows[hit[0, 1]]
                 out.add("kept-pairs", f"segments {ids[int(i)]!r} and {ids[int(j)]!r}",
@@ -349,6 +352,32 @@ def _check_kept_pairs(store: Store, segments: pl.DataFrame, config: Any,
                         "should have been merged")
                 break
     out.count("kept pairs", pairs)
+
+
+def _guard_inputs(segments: pl.DataFrame) -> tuple[np.ndarray, ...]:
+    """What the fact guard needs to re-check kept pairs: signatures, modes and each row's
+    greedy rank (original salience descending, then position)."""
+    from .facts import fact_modes, signatures_of
+
+    f_off, f_val = signatures_of(segments)
+    types = segments.get_column("segment_type") if "segment_type" in segments.columns else None
+    sal = "salience_original" if "salience_original" in segments.columns else "salience"
+    rank = segments.select(
+        pl.struct(-pl.col(sal).cast(pl.Float64).fill_null(0.0),
+                  pl.col("position").cast(pl.Int64)).rank("ordinal")
+    ).to_series().to_numpy().astype(np.int64)
+    return f_off, f_val, fact_modes(types, segments.height), rank
+
+
+def _unrefused(a: np.ndarray, b: np.ndarray, guard: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Mask of kept pairs (a, b) that the fact guard would not have kept apart: the later of
+    the two in greedy order is covered by the earlier."""
+    from .facts import conflict_reasons
+
+    f_off, f_val, modes, rank = guard
+    later = np.where(rank[a] > rank[b], a, b)
+    earlier = np.where(rank[a] > rank[b], b, a)
+    return conflict_reasons(f_off, f_val, modes, later, earlier) == 0  # type: ignore[no-any-return]
 
 
 def report_json(report: VerifyReport) -> str:

@@ -40,6 +40,9 @@ def ingest(
     ray_address: Annotated[str | None, typer.Option(
         help="With --engine ray: address of an existing Ray cluster (e.g. 'auto' or "
              "'ray://head:10001'); default: start a local one.")] = None,
+    fact_guard: Annotated[str | None, typer.Option(
+        help="'on' or 'off': merge only segments whose facts the representative covers "
+             "(default: the config's Ingestion.FactGuard, on).")] = None,
 ) -> None:
     """Deduplicate segments inside each document and write a store atomically."""
     from ..pipeline import ingest_tables_to_store
@@ -47,6 +50,8 @@ def ingest(
     cfg = load_config(config)
     if mode is not None:
         cfg = _with_mode(cfg, mode)
+    if fact_guard is not None:
+        cfg = with_fact_guard(cfg, fact_guard)
     from ..documents import ingest_documents, is_documents_input
 
     if any(is_documents_input(p) for p in inputs):
@@ -81,3 +86,16 @@ def _with_mode(cfg: Any, mode: str) -> Any:
         raise ConfigError(f"--mode must be 'exact' or 'lsh', got {mode!r}")
     return dataclasses.replace(cfg, ingestion=dataclasses.replace(
         cfg.ingestion, mode=modes[mode.lower()]))
+
+
+def with_fact_guard(cfg: Any, value: str) -> Any:
+    """``cfg`` with ``Ingestion.FactGuard`` set from 'on' / 'off'."""
+    import dataclasses
+
+    from ..errors import ConfigError
+
+    choices = {"on": True, "off": False}
+    if value.lower() not in choices:
+        raise ConfigError(f"--fact-guard must be 'on' or 'off', got {value!r}")
+    return dataclasses.replace(cfg, ingestion=dataclasses.replace(
+        cfg.ingestion, fact_guard=choices[value.lower()]))

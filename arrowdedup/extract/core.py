@@ -26,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import ArrowDedupError, ConfigError, InputError, SchemaError
+from ..facts import FACT_COLUMN, fact_signatures
 from ..schema import validate
 from .blocks import ParsedDoc
 from .html import parse_html
@@ -75,6 +76,8 @@ SCHEMA: dict[str, pl.DataType] = {
     "neighbours_before": pl.List(pl.String),
     "neighbours_after": pl.List(pl.String),
     "keys": pl.List(pl.String),
+    # SPEC §2 step 4's fact guard reads it (arrowdedup.facts); computed here once.
+    "fact_signature": pl.List(pl.UInt64),
 }
 
 PathsInput = str | Path | Sequence[str | Path]
@@ -580,9 +583,13 @@ def _finish(frame: pl.DataFrame) -> pl.DataFrame:
     )
     missing = [
         pl.lit(None, dtype=dtype).alias(name)
-        for name, dtype in SCHEMA.items() if name not in frame.columns
+        for name, dtype in SCHEMA.items() if name not in frame.columns and name != FACT_COLUMN
     ]
-    return frame.with_columns(missing).select([*SCHEMA, "_run"])
+    frame = frame.with_columns(missing)
+    frame = frame.with_columns(fact_signatures(
+        frame.get_column("text"), segment_type=frame.get_column("segment_type"),
+        language=frame.get_column("language")))
+    return frame.select([*SCHEMA, "_run"])
 
 
 def _with_neighbours(frame: pl.DataFrame, count: int) -> pl.DataFrame:

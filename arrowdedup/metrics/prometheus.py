@@ -20,6 +20,7 @@ _CORPUS_HELP = {
     "dedup_ratio_retrieval": "Fraction of search results removed by retrieval dedup.",
     "avg_salience_boost": "Mean over documents of the mean salience boost of kept segments.",
     "max_salience_boost": "Largest salience boost of any kept segment.",
+    "guard_refused_merges": "Segments the fact guard kept from a cosine-only merge.",
 }
 
 _BY_DOC_TYPE = (

@@ -308,8 +308,37 @@ def render_html(
                              "merged duplicates"], rows, numeric=(2, 3, 4)))
     else:
         parts.append("<p class='muted'>No segment was boosted.</p>")
+    parts += _examples_section(con, limit)
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _examples_section(con: duckdb.DuckDBPyConnection, limit: int) -> list[str]:
+    """Merge and refusal examples with their texts: a decision is only as good as what it
+    keeps, and counts do not show that."""
+    parts = ["<h2>Merge examples</h2>"]
+    merges = con.sql(f"SELECT * FROM merges LIMIT {int(limit)}").pl()
+    if merges.height:
+        header = ["doc_id", "type", "similarity", "merged segment", "kept representative"]
+        parts.append(_table(header, [
+            [html.escape(str(r["doc_id"])), html.escape(str(r["segment_type"] or "")),
+             "" if r["similarity"] is None else f"{r['similarity']:.3f}",
+             html.escape(str(r["segment_text"] or "")),
+             html.escape(str(r["representative_text"] or ""))]
+            for r in merges.iter_rows(named=True)], numeric=(2,)))
+    else:
+        parts.append("<p class='muted'>No near-duplicate merge.</p>")
+    parts.append("<h2>Fact-guard refusals</h2>")
+    refusals = con.sql(f"SELECT * FROM guard_refusals LIMIT {int(limit)}").pl()
+    if refusals.height:
+        parts.append(_table(["doc_id", "type", "reason", "kept apart", "from representative"], [
+            [html.escape(str(r["doc_id"])), html.escape(str(r["segment_type"] or "")),
+             html.escape(str(r["reason"] or "")), html.escape(str(r["segment_text"] or "")),
+             html.escape(str(r["representative_text"] or ""))]
+            for r in refusals.iter_rows(named=True)]))
+    else:
+        parts.append("<p class='muted'>The fact guard refused no merge.</p>")
+    return parts
 
 
 def write_report(store: str | Path | Store, out: str | Path, *, limit: int = 10) -> Path:

@@ -15,6 +15,11 @@ matching ``documents.dedup_ratio``):
 - ``avg_salience_boost``: the mean over documents of each document's mean ``salience_boost``
   over its kept segments; NULL without kept segments.
 - ``max_salience_boost``: the largest ``salience_boost`` of any kept segment; NULL without.
+- ``guard_refused_merges``: how many segments the fact guard kept from a merge that cosine
+  alone would have made (decisions with a ``guard_refused_id``); NULL for stores written
+  before the guard.
+- ``merges`` / ``guard_refusals``: each near merge (each refusal, with its ``reason``) with the
+  segment's and the representative's text side by side, similarity, document and type.
 - ``dedup_by_doc_type`` / ``dedup_by_language``: ``doc_type``/``language``, ``documents``,
   ``segments`` (segments in), ``value`` (removed / segments), ordered by the key, NULL last.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
 from ..errors import StoreError
 from ..store import CURRENT, Store, open_store
@@ -33,6 +39,7 @@ CORPUS_METRICS = (
     "dedup_ratio_retrieval",
     "avg_salience_boost",
     "max_salience_boost",
+    "guard_refused_merges",
 )
 
 # Column name → DuckDB type of the retrieval log (written by the retrieval engine).
@@ -132,6 +139,8 @@ def connect(
         for name, sql in METRIC_SQL.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
         decision_columns = {row[0] for row in con.sql("DESCRIBE decisions").fetchall()}
+        for name, sql in explain_views(decision_columns).items():
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
         if "language" in decision_columns:
             con.execute("CREATE OR REPLACE VIEW dedup_by_language AS "
                         + _group_view("language", "d.language", ""))
@@ -143,6 +152,64 @@ def connect(
             "run `arrowdedup verify` on it or re-ingest"
         ) from err
     return con
+
+
+def explain_views(decision_columns: set[str]) -> dict[str, str]:
+    """``merges`` and ``guard_refusals``: each removed (or refused) segment beside the segment
+    that stands (or stood) for it, with both texts. Stores written before the fact guard have
+    no ``text`` / guard columns in their decisions: the texts then come from nowhere for
+    removed rows (NULL) and ``guard_refusals`` is empty."""
+    seg_text = "d.text" if "text" in decision_columns else "CAST(NULL AS VARCHAR)"
+    merges = f"""
+        SELECT d.doc_id, r.segment_type, d.segment_id, {seg_text} AS segment_text,
+               d.representative_id, r.text AS representative_text, d.similarity
+        FROM decisions AS d JOIN segments AS r ON r.segment_id = d.representative_id
+        WHERE d.action = 'merged_near'
+        ORDER BY d.doc_id, d.segment_id
+    """
+    if {"guard_refused_id", "guard_reason"} <= decision_columns:
+        refusals = f"""
+            SELECT d.doc_id, r.segment_type, d.segment_id,
+                   coalesce({seg_text}, own.text) AS segment_text,
+                   d.guard_refused_id AS representative_id, r.text AS representative_text,
+                   CAST(d.guard_reason AS VARCHAR) AS reason, CAST(d.action AS VARCHAR) AS action,
+                   d.representative_id AS merged_into
+            FROM decisions AS d
+            JOIN segments AS r ON r.segment_id = d.guard_refused_id
+            LEFT JOIN segments AS own ON own.segment_id = d.segment_id
+            WHERE d.guard_refused_id IS NOT NULL
+            ORDER BY d.doc_id, d.segment_id
+        """
+        refused = """SELECT CASE WHEN count(*) = 0 THEN NULL ELSE
+                            count(*) FILTER (WHERE guard_refused_id IS NOT NULL) END AS value
+                     FROM decisions"""
+    else:
+        refusals = """SELECT NULL::VARCHAR AS doc_id, NULL::VARCHAR AS segment_type,
+                      NULL::VARCHAR AS segment_id, NULL::VARCHAR AS segment_text,
+                      NULL::VARCHAR AS representative_id, NULL::VARCHAR AS representative_text,
+                      NULL::VARCHAR AS reason, NULL::VARCHAR AS action,
+                      NULL::VARCHAR AS merged_into WHERE false"""
+        refused = "SELECT NULL::BIGINT AS value"
+    return {"merges": merges, "guard_refusals": refusals, "guard_refused_merges": refused}
+
+
+def merge_examples(store: str | Path | Store, *, doc_id: str | None = None,
+                   refused: bool = False, limit: int | None = 20) -> pl.DataFrame:
+    """Rows of the ``merges`` (or, with ``refused``, ``guard_refusals``) view, optionally of one
+    document, in document order: what was merged (or kept apart) beside what stands for it."""
+    con = connect(store)
+    try:
+        view = "guard_refusals" if refused else "merges"
+        sql = f"SELECT * FROM {view}"
+        params: list[object] = []
+        if doc_id is not None:
+            sql += " WHERE doc_id = ?"
+            params.append(doc_id)
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return con.sql(sql, params=params).pl()
+    finally:
+        con.close()
 
 
 def metric_views(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -1,0 +1,180 @@
+"""The fact guard's rule (arrowdedup.facts): what counts as a fact, the covers test, and the
+signature column."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arrowdedup import SchemaError, fact_conflict, fact_signatures
+from arrowdedup import facts as F
+from arrowdedup import fact_scan
+
+# (segment a, representative b, segment type, language, expected reason): the patterns of
+# real cosine-only merges on technical documentation, with the names changed.
+REFUSED = [
+    ("message GetResponse", "message PutResponse", "heading", None, "identifier"),
+    ("Use --peer-tls for TLS between peers", "Use --client-tls for TLS with clients", None,
+     None, "identifier"),
+    ("Min_Revision - the lower bound", "Max_Revision - the upper bound", None, None,
+     "identifier"),
+    ("requests_received_total counts requests", "requests_sent_total counts requests", None,
+     None, "identifier"),
+    ("Member 3:", "Member 2:", None, None, "number"),
+    ("### Small cluster", "### Large cluster", "heading", None, "opposite"),
+    ("$ server --name node0 --ip 10.0.0.10", "$ server --name node1 --ip 10.0.0.11", "code",
+     None, "identifier"),
+    ("clients: 1k latency 217MB", "clients: 2k latency 417MB", None, None, "number"),
+    ("$ tool defrag", "$ tool defrag --all", "code", None, "identifier"),
+    ("Upgrade from 3.4 to 3.5", "Upgrade from 3.3 to 3.4", None, None, "version"),
+    ("Keys rotate every 90 days.", "Keys rotate every 30 days.", None, None, "number"),
+    ("Restart the server.", "Don't restart the server.", None, None, "negation"),
+    ("Enable the exporter.", "Disable the exporter.", None, None, "opposite"),
+    ("Released in January 2024.", "Released in February 2024.", None, None, "date"),
+    ("The job runs at 10:30.", "The job runs at 10:45.", None, None, "date"),
+    ("Use `config` here.", "Use config here.", None, None, "identifier"),
+    ("See https://example.org/a for details.", "See https://example.org/b for details.", None,
+     None, "identifier"),
+    ("The exporter sends spans to Jaeger.", "The exporter sends spans to Zipkin.", None, None,
+     "name"),
+    ("Version 3.5 is out.", "Version 3.50 is out.", None, None, "version"),
+    ("Die Konfiguration ist einfach.", "Die Konfiguration ist nicht einfach.", None, "de",
+     "negation"),
+    ("Es gibt 10.000 Nutzer.", "Es gibt 20.000 Nutzer.", None, "de", "number"),
+    ("Il faut redémarrer le serveur.", "Il ne faut pas redémarrer le serveur.", None, "fr",
+     "negation"),
+    ("Hay que reiniciar el servidor.", "No hay que reiniciar el servidor.", None, "es",
+     "negation"),
+    ("这个功能支持导出", "这个功能不支持导出", None, "zh", "negation"),
+    ("この機能を使います", "この機能を使いません", None, "ja", "negation"),
+]
+
+COVERED = [
+    # SPEC §2's worked example: paraphrases with the same facts still merge.
+    ("ML systems need data for training", "Machine learning models require training data",
+     None, None),
+    ("Training data is essential for ML", "Machine learning models require training data",
+     None, None),
+    ("Configure auth using the config.yaml file",
+     "Authentication is configured via config.yaml", None, None),
+    ("Do not restart the server.", "Don't restart the server.", None, None),
+    ("Do not restart the server.", "Don’t restart the server.", None, None),
+    ("There are 10,000 users.", "There are 10000 users.", None, None),
+    ("Es gibt 10.000 Nutzer.", "Es gibt 10000 Nutzer.", None, "de"),
+    ("Der Wert ist 1,5.", "Der Wert beträgt 1,5.", None, "de"),
+    ("Three people were hurt.", "3 people were hurt.", None, None),
+    ("Use 1.5 GB of memory.", "Use 1.5GB of memory.", None, None),
+    ("Wait 5 seconds.", "Wait 5s.", None, None),
+    ("Use v3.5 or later.", "Use 3.5 or later.", None, None),
+    ("Obama met Putin in Moscow.", "Putin met Obama in Moscow.", None, None),
+    ("e.g. use the exporter", "for example, use the exporter", None, None),
+    ("**Note:** the  collector   runs", "Note: the collector runs", None, None),
+    # The representative may say more than a paragraph it absorbs ...
+    ("Keys rotate every 90 days.", "Keys rotate every 90 days; admins get 30.", None, None),
+    # ... and German capitalises nouns, which are no names there.
+    ("Die Anwendung speichert Daten.", "Die Anwendung sichert Daten.", None, "de"),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "kind", "lang", "reason"), REFUSED)
+def test_refused(a, b, kind, lang, reason):
+    assert fact_conflict(a, b, segment_type=kind, language=lang) == reason
+
+
+@pytest.mark.parametrize(("a", "b", "kind", "lang"), COVERED)
+def test_covered(a, b, kind, lang):
+    assert fact_conflict(a, b, segment_type=kind, language=lang) is None
+
+
+def test_strict_types_need_equal_facts():
+    # A paragraph may be absorbed by a representative that says more; a heading or code may not.
+    assert fact_conflict("Run defrag", "Run defrag --all") is None
+    assert fact_conflict("Run defrag", "Run defrag --all", segment_type="heading") == "identifier"
+    assert fact_conflict("tool defrag", "tool defrag --all", segment_type="code") == "identifier"
+    # Page furniture is deduplicated without the guard.
+    assert fact_conflict("Page 3 of 9", "Page 4 of 9", segment_type="page_furniture") is None
+
+
+def test_every_reason_is_documented():
+    assert set(F.REASONS) == {"number", "date", "version", "identifier", "name", "opposite",
+                              "negation"}
+    for _, _, _, _, reason in REFUSED:
+        assert reason in F.REASONS
+
+
+def test_signature_column_type_and_determinism():
+    texts = pl.Series(["Upgrade from 3.4 to 3.5", "", None, "plain words only", "--flag x"])
+    sig = fact_signatures(texts)
+    assert sig.name == "fact_signature"
+    assert sig.dtype == pl.List(pl.UInt64)
+    assert sig.to_list()[1] == [] and sig.to_list()[2] == [] and sig.to_list()[3] == []
+    assert sig.equals(fact_signatures(texts))
+    # Sorted and unique per row; kinds in the top three bits.
+    for row in sig.to_list():
+        assert row == sorted(set(row))
+        assert all((h >> 61) in range(8) for h in row)
+
+
+def test_thread_count_does_not_change_signatures():
+    rng = np.random.default_rng(3)
+    words = ["the", "--flag", "3.5", "10,000", "GetResponse", "not", "Jaeger", "enable", "a_b"]
+    texts = pl.Series([" ".join(rng.choice(words, 8)) for _ in range(20_000)])
+    from arrowdedup.hashing import _buffers
+
+    offsets, data = _buffers(texts.to_arrow())
+    z = np.zeros(len(texts), dtype=bool)
+    one = fact_scan.scan(offsets, data, z, z, z, *F._tables(), threads=1)
+    two = fact_scan.scan(offsets, data, z, z, z, *F._tables(), threads=2)
+    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_array_equal(one[1], two[1])
+
+
+def test_user_signature_column_is_read_and_sorted():
+    col = pl.Series("fact_signature", [[5, 3, 3], None, []], dtype=pl.List(pl.UInt64))
+    offsets, values = F.signature_column_arrays(col)
+    assert offsets.tolist() == [0, 2, 2, 2]
+    assert values.tolist() == [3, 5]
+    with pytest.raises(SchemaError, match="fact_signature"):
+        F.signature_column_arrays(pl.Series("fact_signature", ["x"]))
+
+
+text_st = st.lists(
+    st.sampled_from([*"abc XYZ019.,:-_/`'\"né不", "not ", " 3.5", "--f", "\n", "Jaeger "]),
+    max_size=30).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=text_st, kind=st.sampled_from([None, "paragraph", "heading", "code"]),
+       lang=st.sampled_from([None, "en", "de", "fr", "zh"]))
+def test_a_segment_covers_itself(a, kind, lang):
+    assert fact_conflict(a, a, segment_type=kind, language=lang) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(a=text_st, extra=st.lists(st.sampled_from(["Port 8080.", "Uses --verbose.", "See GetX.",
+                                                   "Call a_b."]), max_size=3))
+def test_a_representative_may_say_more(a, extra):
+    # Appended sentences add facts to the representative; they never refuse a paragraph.
+    b = a + "\n" + " ".join(extra)
+    assert fact_conflict(a, b, segment_type="paragraph") in (None, "name")
+
+
+@settings(max_examples=150, deadline=None)
+@given(words=st.lists(st.sampled_from(["data", "spans", "export", "the", "collector", "runs",
+                                       "metrics"]), min_size=2, max_size=10),
+       number=st.integers(0, 10_000), other=st.integers(0, 10_000))
+def test_a_changed_number_is_refused_and_the_same_number_is_not(words, number, other):
+    a = " ".join([*words, str(number)])
+    b = " ".join([*words, str(other)])
+    expected = None if number == other else "number"
+    assert fact_conflict(a, b) == expected
+
+
+def test_huge_and_hostile_texts():
+    # Long inputs, malformed UTF-8 replacement characters, unbalanced quotes: no crash.
+    texts = pl.Series(["`" * 10_000, '"' + "x" * 100, "a" * 2_000_000, "\ufffd" * 50, "9" * 500])
+    sig = fact_signatures(texts)
+    assert sig.len() == 5
