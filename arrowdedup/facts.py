@@ -251,6 +251,11 @@ def fact_modes(segment_type: pl.Series | None, n: int) -> np.ndarray:
     """The guard mode of each row (``SUBSET``, ``EQUAL`` or ``OFF``) from its segment type."""
     if segment_type is None:
         return np.zeros(n, dtype=np.int8)
+    if n <= 4096:
+        # A ranked list of ~100 results: a Python pass costs less than one Polars call.
+        return np.array([int(EQUAL) if t in STRICT_TYPES else int(OFF) if t in UNGUARDED_TYPES
+                         else int(SUBSET) for t in segment_type.cast(pl.String).to_list()],
+                        dtype=np.int8).reshape(n)
     types = segment_type.cast(pl.String)
     modes = (
         pl.select(
@@ -276,21 +281,25 @@ def _language_flags(language: pl.Series | None, n: int) -> tuple[np.ndarray, np.
 def _sorted_unique_rows(rows: np.ndarray, values: np.ndarray, n: int
                         ) -> tuple[np.ndarray, np.ndarray]:
     """CSR (offsets, values) with each row's values sorted and unique. ``rows`` is sorted."""
-    counts = np.zeros(n + 1, dtype=np.int64)
-    for i in range(rows.shape[0]):
-        counts[rows[i] + 1] += 1
-    starts = np.cumsum(counts)
-    out = np.empty(values.shape[0], dtype=np.uint64)
     offsets = np.zeros(n + 1, dtype=np.int64)
+    out = values.copy()
     w = 0
+    i = 0
+    total = rows.shape[0]
     for r in range(n):
-        a = starts[r]
-        b = starts[r + 1]
-        seg = np.sort(values[a:b])
-        for k in range(seg.shape[0]):
-            if k == 0 or seg[k] != seg[k - 1]:
-                out[w] = seg[k]
+        start = w
+        while i < total and rows[i] == r:
+            # Insertion into the sorted run out[start:w] (rows hold a handful of facts).
+            x = values[i]
+            k = w
+            while k > start and out[k - 1] > x:
+                k -= 1
+            if not (k > start and out[k - 1] == x):
+                for z in range(w, k, -1):
+                    out[z] = out[z - 1]
+                out[k] = x
                 w += 1
+            i += 1
         offsets[r + 1] = w
     return offsets, out[:w]
 
@@ -433,13 +442,19 @@ def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
             f"column {FACT_COLUMN!r} has type {column.dtype}, expected a list of uint64 fact "
             "hashes; drop the column to have it computed from the text"
         )
-    arr = column.cast(pl.List(pl.UInt64)).to_arrow()
+    if column.dtype != pl.List(pl.UInt64):
+        column = column.cast(pl.List(pl.UInt64))
+    arr = column.to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
-    offsets = np.zeros(len(arr) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+    if arr.null_count == 0 and (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        # The list offsets as they are (a slice starts past 0), no per-row work in Python.
+        raw = np.asarray(arr.offsets, dtype=np.int64)
+        values = np.asarray(arr.values, dtype=np.uint64)[raw[0] : raw[-1]]
+        lengths = np.diff(raw)
+    else:
+        lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+        values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
     rows = np.repeat(np.arange(len(arr), dtype=np.int64), lengths)
     return _sorted_unique_rows(rows, np.ascontiguousarray(values), len(arr))  # type: ignore[no-any-return]
 

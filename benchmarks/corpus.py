@@ -25,6 +25,7 @@ NOISE = 0.25  # noise norm relative to the unit base vector
 class Corpus:
     table: pa.Table  # the segments table (embedding: fixed_size_list<float32>[dim])
     matrix: np.ndarray  # (n, dim) float32, the same values as the embedding column
+    source: np.ndarray | None = None  # (n,) the base row each row copies (itself for bases)
 
     @property
     def n(self) -> int:
@@ -104,4 +105,4 @@ def make_corpus(
         "salience": pa.array(salience),
         "embedding": embedding,
     })
-    return Corpus(table, matrix)
+    return Corpus(table, matrix, source)

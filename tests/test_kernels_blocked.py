@@ -11,7 +11,7 @@ from conftest import segments_frame
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import DedupConfig, ingest, kernels
+from arrowdedup import DedupConfig, IngestionConfig, ingest, kernels
 from arrowdedup.kernels_blocked import blas_threads, greedy_blocked_group
 
 THR = 0.9
@@ -163,7 +163,7 @@ def test_ingest_dispatch_around_the_switch(switch):
         texts += [f"t{i}-{j % (size - 5)}" for j in range(size)]  # a few exact copies
     frame = segments_frame(texts, embs, doc_id=docs,
                            salience=list(rng.uniform(0.1, 1.0, len(texts)).astype(float)))
-    base = DedupConfig()
+    base = DedupConfig(ingestion=IngestionConfig(fact_guard=False))  # texts: ids
     cfg = dataclasses.replace(base, ingestion=dataclasses.replace(
         base.ingestion, block_min_segments=switch))
     ref_cfg = dataclasses.replace(base, ingestion=dataclasses.replace(

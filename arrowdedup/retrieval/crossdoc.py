@@ -422,25 +422,29 @@ def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFra
                 "add it to the ranked results (embedding may be null per row)"
             )
     matrix, present = embedding_matrix(frame)
-    guard = None
-    if cfg.retrieval.fact_guard:
-        guard = fact_arrays(frame)
-        if guard is None:
-            warnings.warn(
-                "dedupe_ranked: the results have neither a 'text' nor a 'fact_signature' "
-                "column, so duplicates are decided by cosine alone (the fact guard is off); "
-                "return the texts with the results",
-                NoFactsWarning, stacklevel=2,
-            )
-    f_off, f_val, f_mode = guard if guard is not None else no_facts(frame.height)
+    if cfg.retrieval.fact_guard and FACT_COLUMN not in columns and "text" not in columns:
+        warnings.warn(
+            "dedupe_ranked: the results have neither a 'text' nor a 'fact_signature' "
+            "column, so duplicates are decided by cosine alone (the fact guard is off); "
+            "return the texts with the results",
+            NoFactsWarning, stacklevel=2,
+        )
     # All per-row work is one Numba call; what remains is as few Polars calls as possible,
     # because each costs microseconds of Python even on 100 rows. Columns are gathered one
     # Series at a time: a DataFrame gather hands the work to Polars' thread pool, which costs
     # more than it saves on 100 rows.
+    lang = language_codes(frame)
+    threshold = effective_threshold(cfg.retrieval.similarity_threshold)
+    empty = no_facts(frame.height)
     nbad, nusable, order, offsets, nkept = _dedupe_rows(
-        matrix, present, language_codes(frame),
-        effective_threshold(cfg.retrieval.similarity_threshold), f_off, f_val, f_mode,
-        guard is not None)
+        matrix, present, lang, threshold, *empty, False)
+    if nkept < order.shape[0] and nbad == 0 and cfg.retrieval.fact_guard:
+        # Cosine found duplicates: only now are the facts worth reading (a list without any
+        # pays nothing for the guard), and the guard can only keep more rows.
+        guard = fact_arrays(frame)
+        if guard is not None:
+            nbad, nusable, order, offsets, nkept = _dedupe_rows(
+                matrix, present, lang, threshold, *guard, True)
     if nbad:
         bad = np.flatnonzero(~np.isfinite(np.asarray(matrix, dtype=np.float64).sum(axis=1)))
         raise SchemaError(

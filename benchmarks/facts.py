@@ -1,0 +1,133 @@
+"""Fact guard cost (issue 12, item 2): signatures per second, ingest() with the guard against
+without it, and ``dedupe_ranked`` with and without it, each side timed the same way.
+
+Texts are real: paragraphs of the shared OpenTelemetry corpus (``../shared/data/corpus``,
+CC-BY-4.0), sampled with a fixed seed onto the synthetic 1M-segment corpus of
+:mod:`benchmarks.corpus` (20,000 documents × 50 segments, 384-d, half near duplicates). A near
+copy gets its base's text plus one plain word, so its facts equal the base's and the guard
+runs its check on every cosine hit. The signature column is present for the guarded ingest
+(``extract`` writes it), so that side measures the check, not the extraction, which is timed
+on its own.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from .common import SHARED_DATA, table, timeit
+
+TITLE = "Fact guard: signature throughput and the cost of the guard"
+CORPUS = SHARED_DATA / "corpus" / "opentelemetry.io" / "content" / "en"
+FULL = {"docs": 20_000, "segments": 50, "dim": 384, "signatures": 1_000_000}
+QUICK = {"docs": 400, "segments": 50, "dim": 64, "signatures": 50_000}
+TARGETS = {"signatures_per_1m_s": 1.5, "ingest_guard_ratio": 1.2, "dedupe_ms": 0.3}
+
+
+def real_paragraphs() -> list[str]:
+    paras: list[str] = []
+    for path in sorted(CORPUS.rglob("*.md")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        paras += [p.strip() for p in text.split("\n\n") if p.strip()]
+    return paras
+
+
+def realistic_texts(n: int, seed: int, paras: list[str]) -> pl.Series:
+    rng = np.random.default_rng(seed)
+    return pl.Series("text", [paras[i] for i in rng.integers(0, len(paras), n)])
+
+
+def _row(name: str, t: dict[str, Any], target: str, met: bool | None, threads: str) -> list[Any]:
+    return [name, threads, t["median"], min(t["runs"]), max(t["runs"]), target,
+            "–" if met is None else ("met" if met else "MISSED")]
+
+
+def run(quick: bool) -> dict[str, Any]:
+    from arrowdedup import DedupConfig, IngestionConfig, RetrievalConfig, dedupe_ranked, ingest
+    from arrowdedup.facts import fact_signatures
+
+    from .corpus import make_corpus
+
+    params = QUICK if quick else FULL
+    if not CORPUS.exists():
+        return {"notes": ["../shared/data/corpus is absent: skipped (real texts needed)."]}
+    paras = real_paragraphs()
+    rows: list[list[Any]] = []
+    figures: dict[str, Any] = {}
+
+    # 1. Signatures from text, both threads and one.
+    texts = realistic_texts(params["signatures"], 1, paras)
+    mean_chars = float(texts.str.len_chars().mean() or 0.0)
+    sig = timeit(lambda: fact_signatures(texts), repeats=3, warmup=1)
+    per_1m = sig["median"] * 1_000_000 / texts.len()
+    figures["signatures_s_per_1m"] = per_1m
+    rows.append(_row(f"fact_signatures, {texts.len():,} texts (mean {mean_chars:.0f} chars)",
+                     sig, f"≤ {TARGETS['signatures_per_1m_s']} s per 1M",
+                     per_1m <= TARGETS["signatures_per_1m_s"], "2"))
+
+    # 2. ingest() guarded (signature present) against unguarded, same table.
+    corpus = make_corpus(params["docs"], params["segments"], params["dim"], seed=2)
+    frame = pl.from_arrow(corpus.table)
+    assert isinstance(frame, pl.DataFrame)
+    base_text = realistic_texts(frame.height, 3, paras)
+    # Copies share their base's facts: one extra plain word keeps them from being exact.
+    assert corpus.source is not None
+    src = corpus.source
+    is_copy = src != np.arange(frame.height)
+    texts2 = base_text.gather(src)
+    texts2 = pl.select(pl.when(pl.Series(is_copy)).then(texts2 + " again").otherwise(texts2)
+                       ).to_series().alias("text")
+    frame = frame.with_columns(texts2)
+    frame = frame.with_columns(fact_signatures(frame.get_column("text"),
+                                               segment_type=frame.get_column("segment_type")))
+    off = DedupConfig(ingestion=IngestionConfig(fact_guard=False))
+    on = DedupConfig()
+    unguarded = timeit(lambda: ingest(frame, off), repeats=3, warmup=1)
+    guarded = timeit(lambda: ingest(frame, on), repeats=3, warmup=1)
+    ratio = guarded["median"] / unguarded["median"]
+    figures["ingest_guard_ratio"] = ratio
+    merged_on = int((guarded["value"].decisions["action"] == "merged_near").sum())
+    merged_off = int((unguarded["value"].decisions["action"] == "merged_near").sum())
+    rows.append(_row(f"ingest() {frame.height:,} segments, FactGuard false", unguarded, "–",
+                     None, "2"))
+    rows.append(_row(f"ingest() {frame.height:,} segments, FactGuard true (signature present)",
+                     guarded, f"≤ {TARGETS['ingest_guard_ratio']}× unguarded "
+                     f"(measured {ratio:.2f}×)", ratio <= TARGETS["ingest_guard_ratio"], "2"))
+
+    # 3. dedupe_ranked on 100 results, with texts and signatures (guard on) and without.
+    ranked = frame.head(100).select("segment_id", "text", "segment_type", "fact_signature",
+                                    "embedding")
+    calls = 200 if quick else 2000
+
+    def per_call(cfg: Any) -> Any:
+        def loop() -> None:
+            for _ in range(calls):
+                dedupe_ranked(ranked, cfg)
+        return loop
+
+    ranked_off = DedupConfig(retrieval=RetrievalConfig(fact_guard=False))
+    d_off = timeit(per_call(ranked_off), repeats=3, warmup=1)
+    d_on = timeit(per_call(DedupConfig()), repeats=3, warmup=1)
+    for t in (d_off, d_on):
+        t["runs"] = [r * 1e3 / calls for r in t["runs"]]
+        t["median"] = statistics.median(t["runs"])
+    figures["dedupe_ms_guarded"] = d_on["median"]
+    rows.append(_row("dedupe_ranked(100 results) ms per call, FactGuard false", d_off, "–",
+                     None, "1"))
+    rows.append(_row("dedupe_ranked(100 results) ms per call, FactGuard true", d_on,
+                     f"≤ {TARGETS['dedupe_ms']} ms", d_on["median"] <= TARGETS["dedupe_ms"],
+                     "1"))
+    return {
+        "parameters": params,
+        "figures": {**figures, "near_merges_guarded": merged_on,
+                    "near_merges_unguarded": merged_off},
+        "tables": [table(TITLE, ["what", "threads", "median s (ms for dedupe)", "min", "max",
+                                 "target", "status"], rows,
+                         note="Each side: one untimed warm-up, then the median of 3 runs; "
+                              "min and max beside it.")],
+        "notes": [f"near merges: {merged_off:,} unguarded, {merged_on:,} guarded (copies "
+                  "share their base's facts, so both sides merge the same pairs)."],
+    }
