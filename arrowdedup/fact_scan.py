@@ -164,6 +164,12 @@ def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uin
     i = s
     limit = scratch.shape[0] - 4
     while i < e and w < limit:
+        b0 = data[i]
+        if b0 < 0x80:
+            scratch[w] = b0 + 32 if 65 <= b0 <= 90 else b0
+            w += 1
+            i += 1
+            continue
         cp, ln = _decode(data, i, e)
         w = _encode(_lower(cp), scratch, w)
         i += ln
@@ -187,6 +193,23 @@ def _push(out: np.ndarray, rows: np.ndarray, n_out: int, r: int, h: np.uint64, k
 
 
 @numba.njit(inline="always")
+def _lower_byte(b: int) -> int:
+    return b + 32 if 65 <= b <= 90 else b
+
+
+@numba.njit(inline="always")
+def _word_index(data: np.ndarray, s: int, e: int, scratch: np.ndarray, word_keys: np.ndarray,
+                word_filter: np.ndarray) -> int:
+    """Index of the lower-cased word ``data[s:e]`` in the word table, or -1. Most words are in
+    no list: a (length, first byte, last byte) filter rejects them before any hashing."""
+    length = e - s
+    if length >= word_filter.shape[0] or not word_filter[
+            length, _lower_byte(int(data[s])), _lower_byte(int(data[e - 1]))]:
+        return -1
+    return _lookup(word_keys, _lower_hash(data, s, e, scratch))
+
+
+@numba.njit(inline="always")
 def _is_initials(data: np.ndarray, s: int, e: int) -> bool:
     """``e.g``, ``U.S``, ``i.e``: every dot-separated part is one letter."""
     run = 0
@@ -204,6 +227,78 @@ def _is_initials(data: np.ndarray, s: int, e: int) -> bool:
 
 
 @numba.njit(nogil=True, cache=True)
+def _quoted(data: np.ndarray, s: int, e: int, r: int, out: np.ndarray, out_rows: np.ndarray,
+            n_out: int, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Backticked and quoted spans of row ``r`` (bytes ``s:e``): each content is one
+    identifier (the first of the scanner's two passes over a row)."""
+    i = s
+    while i < e:
+        b0 = int(data[i])
+        if b0 != 96 and b0 != 34 and b0 != 0xE2 and b0 != 0xC2 and b0 != 0xE3:
+            i += 1
+            continue
+        cp, ln = _decode(data, i, e)
+        close = -1
+        limit = 0
+        if cp == 96:
+            close = 96
+            limit = 80
+        elif cp == 34:
+            close = 34
+            limit = 60
+        elif cp == 0x201C:
+            close = 0x201D
+            limit = 60
+        elif cp == 0xAB:
+            close = 0xBB
+            limit = 60
+        elif cp == 0x201E:
+            close = 0x201C
+            limit = 60
+        elif cp == 0x300C:
+            close = 0x300D
+            limit = 60
+        if close < 0:
+            i += ln
+            continue
+        j = i + ln
+        found = -1
+        while j < e and j - i <= limit + 4:
+            cq, lq = _decode(data, j, e)
+            if cq == 10:
+                break
+            if cq == close or (close == 0x201C and cq == 0x201D):
+                found = j
+                break
+            j += lq
+        if found < 0:
+            i += ln
+            continue
+        # Content with runs of white space folded to one space, trimmed.
+        w = 0
+        k = i + ln
+        pending_space = False
+        while k < found and w < 4000:
+            ck, lk = _decode(data, k, e)
+            if _cls(ck) == C_SPACE:
+                pending_space = w > 0
+            else:
+                if pending_space:
+                    scratch[w] = 32
+                    w += 1
+                    pending_space = False
+                for q in range(lk):
+                    scratch[w] = data[k + q]
+                    w += 1
+            k += lk
+        if w > 0:
+            h = _xxh64_one(scratch, 0, w)
+            out, out_rows, n_out = _push(out, out_rows, n_out, r, h, K_IDENT)
+        i = found + (1 if close < 0x80 else (2 if close < 0x800 else 3))
+    return out, out_rows, n_out
+
+
+@numba.njit(nogil=True, cache=True)
 def _scan(
     offsets: np.ndarray,
     data: np.ndarray,
@@ -218,6 +313,7 @@ def _scan(
     unit_bytes: np.ndarray,
     wide_neg: np.ndarray,
     wide_neg_offsets: np.ndarray,
+    word_filter: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(row of each fact, fact hash), rows ascending, for the rows of ``offsets``."""
     n = offsets.shape[0] - 1
@@ -233,85 +329,33 @@ def _scan(
         e = offsets[r + 1]
         if e - s > 1_000_000:
             e = s + 1_000_000  # facts of a huge text beyond 1 MB are not read
-        # 1. Backticked and quoted spans: their content is one identifier.
-        i = s
-        while i < e:
-            b0 = int(data[i])
-            if b0 != 96 and b0 != 34 and b0 != 0xE2 and b0 != 0xC2 and b0 != 0xE3:
-                i += 1
-                continue
-            cp, ln = _decode(data, i, e)
-            close = -1
-            limit = 0
-            if cp == 96:
-                close = 96
-                limit = 80
-            elif cp == 34:
-                close = 34
-                limit = 60
-            elif cp == 0x201C:
-                close = 0x201D
-                limit = 60
-            elif cp == 0xAB:
-                close = 0xBB
-                limit = 60
-            elif cp == 0x201E:
-                close = 0x201C
-                limit = 60
-            elif cp == 0x300C:
-                close = 0x300D
-                limit = 60
-            if close < 0:
-                i += ln
-                continue
-            j = i + ln
-            found = -1
-            while j < e and j - i <= limit + 4:
-                cq, lq = _decode(data, j, e)
-                if cq == 10:
-                    break
-                if cq == close or (close == 0x201C and cq == 0x201D):
-                    found = j
-                    break
-                j += lq
-            if found < 0:
-                i += ln
-                continue
-            # Content with runs of white space folded to one space, trimmed.
-            w = 0
-            k = i + ln
-            pending_space = False
-            while k < found and w < 4000:
-                ck, lk = _decode(data, k, e)
-                if _cls(ck) == C_SPACE:
-                    pending_space = w > 0
-                else:
-                    if pending_space:
-                        scratch[w] = 32
-                        w += 1
-                        pending_space = False
-                    for q in range(lk):
-                        scratch[w] = data[k + q]
-                        w += 1
-                k += lk
-            if w > 0:
-                h = _xxh64_one(scratch, 0, w)
-                out, out_rows, n_out = _push(out, out_rows, n_out, r, h, K_IDENT)
-            i = found + (1 if close < 0x80 else (2 if close < 0x800 else 3))
+        out, out_rows, n_out = _quoted(data, s, e, r, out, out_rows, n_out, scratch)
         # 2. Chunks.
         sentence_start = True
         pend_num = -1  # length of a number in num_buf waiting for a unit word, or -1
         pend_kind = K_NUMBER
         i = s
         while i < e:
-            cp, ln = _decode(data, i, e)
-            if _cls(cp) == C_SPACE:
-                if cp == 10:
-                    sentence_start = True
-                i += ln
-                continue
+            b0 = data[i]
+            if b0 < 0x80:
+                if _ASCII[b0] == C_SPACE:
+                    if b0 == 10:
+                        sentence_start = True
+                    i += 1
+                    continue
+            else:
+                cp, ln = _decode(data, i, e)
+                if _cls(cp) == C_SPACE:
+                    i += ln
+                    continue
             cs = i
             while i < e:
+                b0 = data[i]
+                if b0 < 0x80:
+                    if _ASCII[b0] == C_SPACE:
+                        break
+                    i += 1
+                    continue
                 cp, ln = _decode(data, i, e)
                 if _cls(cp) == C_SPACE:
                     break
@@ -368,6 +412,12 @@ def _scan(
                 wide = _cls(cp) == C_WIDE
                 ps = p
                 while p < ce:
+                    b0 = data[p]
+                    if b0 < 0x80 and not wide:
+                        if b0 == 61:
+                            break
+                        p += 1
+                        continue
                     cp, ln = _decode(data, p, ce)
                     c = _cls(cp)
                     if cp == 61 or (c == C_WIDE) != wide or (wide and c == C_PUNCT):
@@ -388,8 +438,7 @@ def _scan(
                 use_scratch = -1
                 is_num = False
                 if wide:
-                    hw = _lower_hash(data, ps, pe, scratch)
-                    idx = _lookup(word_keys, hw)
+                    idx = _word_index(data, ps, pe, scratch, word_keys, word_filter)
                     if idx >= 0 and word_values[idx] >> np.uint64(61) != 0:
                         kind = int(word_values[idx] >> np.uint64(61))
                         # Word-table values are whole fact hashes.
@@ -634,8 +683,7 @@ def _scan(
                             elif data[we - 1] == 115 and data[we - 2] == 0x99 and \
                                     data[we - 3] == 0x80 and data[we - 4] == 0xE2:
                                 we -= 4
-                        hw = _lower_hash(data, ps, we, scratch)
-                        idx = _lookup(word_keys, hw)
+                        idx = _word_index(data, ps, we, scratch, word_keys, word_filter)
                         title = n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2
                         if idx >= 0:
                             val = word_values[idx]

@@ -20,7 +20,9 @@ The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted,
 - ``name``: a capitalised word that does not start a sentence, in languages that do not
   capitalise ordinary words (German does: there, capitalised words are never names); all-caps
   acronyms are not names;
-- ``opposite``: a word of the closed list :data:`POLAR_WORDS` (enable/disable, min/max, …);
+- ``opposite``: a word of the closed list :data:`OPPOSITES` (enable/disable, min/max, …); it
+  refuses a merge when the other segment says its antonym (a contradiction), or, for the
+  strict types, when the other segment does not say it too;
 - ``negation``: one token for "the segment negates" (``not``, ``n't``, ``never``, ``nicht``,
   ``kein``, ``ne … pas``, ``不``, …): ``do not`` and ``don't`` are the same fact.
 
@@ -133,8 +135,7 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("enable enables enabled enabling", "disable disables disabled disabling"),
     ("activate activates activated activating", "deactivate deactivates deactivated"),
     ("min minimum minimal", "max maximum maximal"),
-    ("lower lowest", "upper uppermost"),
-    ("higher highest", "lower"),
+    ("lower lowest", "upper uppermost higher highest"),
     ("before", "after"),
     ("grant grants granted granting", "revoke revokes revoked revoking"),
     ("lock locks locked locking", "unlock unlocks unlocked unlocking"),
@@ -190,6 +191,12 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
 POLAR_WORDS: dict[str, str] = {
     form: side.split()[0] for pair in OPPOSITES for side in pair for form in side.split()
 }
+# Each form's (pair, side): an opposite fact is ``OPPOSITE << 61 | pair << 1 | side``, so its
+# antonym is the same value with the last bit flipped.
+POLAR_SIDES: dict[str, tuple[int, int]] = {
+    form: (pair_id, side_id) for pair_id, pair in enumerate(OPPOSITES)
+    for side_id, side in enumerate(pair) for form in side.split()
+}
 
 _NEGATIONS = (
     # English ("n't" is matched as a suffix below)
@@ -226,8 +233,8 @@ def _tables() -> tuple[np.ndarray, ...]:
         words[_hash_str(form)] = int(digits)  # kind 0: a number word's value
     for form in _NEGATIONS:
         words[_hash_str(form)] = _fact_hash(NEGATION, "not")
-    for form, canon in POLAR_WORDS.items():
-        words[_hash_str(form)] = _fact_hash(OPPOSITE, canon)
+    for form, (pair_id, side_id) in POLAR_SIDES.items():
+        words[_hash_str(form)] = (OPPOSITE << 61) | (pair_id << 1) | side_id
     for form, canon in DATE_WORDS.items():
         words[_hash_str(form)] = _fact_hash(DATE, canon)
     keys = np.array(sorted(words), dtype=np.uint64)
@@ -243,8 +250,15 @@ def _tables() -> tuple[np.ndarray, ...]:
     neg = [w.encode() for w in _CJK_NEGATIONS]
     neg_offsets = np.cumsum([0] + [len(x) for x in neg]).astype(np.int64)
     neg_bytes = np.frombuffer(b"".join(neg), dtype=np.uint8).copy()
+    # (byte length, first byte, last byte) of every lower-case form: the scanner's cheap
+    # first test before it hashes a word.
+    word_filter = np.zeros((48, 256, 256), dtype=np.bool_)
+    for form in [*_NUMBER_WORDS, *_NEGATIONS, *POLAR_WORDS, *DATE_WORDS]:
+        raw = form.encode()
+        if len(raw) < word_filter.shape[0]:
+            word_filter[len(raw), raw[0], raw[-1]] = True
     return (keys, values, unit_keys, unit_index, unit_offsets, unit_bytes, neg_bytes,
-            neg_offsets)
+            neg_offsets, word_filter)
 
 
 def fact_modes(segment_type: pl.Series | None, n: int) -> np.ndarray:
@@ -344,9 +358,11 @@ def _has(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> bool:
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
-def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: bool) -> int:
+def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: bool,
+             strict: bool) -> int:
     """Kind of the first fact of ``values[a0:a1]`` absent from ``values[b0:b1]`` (0 if none);
-    only negation is looked for unless ``all_kinds``. A name is found as a mention too."""
+    only negation is looked for unless ``all_kinds``. A name is found as a mention too; an
+    opposite counts as missing only where its antonym is there, unless ``strict``."""
     for i in range(a0, a1):
         x = values[i]
         kind = int(x >> np.uint64(61))
@@ -355,6 +371,8 @@ def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: 
         if _has(values, b0, b1, x):
             continue
         if kind == 5 and _has(values, b0, b1, x & np.uint64(0x1FFFFFFFFFFFFFFF)):
+            continue
+        if kind == 6 and not strict and not _has(values, b0, b1, x ^ np.uint64(1)):
             continue
         return kind
     return 0
@@ -371,10 +389,10 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
     strict = ma == 1 or mb == 1
     a0, a1 = offsets[a], offsets[a + 1]
     b0, b1 = offsets[b], offsets[b + 1]
-    k = _missing(values, a0, a1, b0, b1, True)
+    k = _missing(values, a0, a1, b0, b1, True, strict)
     if k != 0:
         return k
-    return _missing(values, b0, b1, a0, a1, strict)
+    return _missing(values, b0, b1, a0, a1, strict, strict)
 
 
 def conflict_reasons(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray,

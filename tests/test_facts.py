@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import SchemaError, fact_conflict, fact_signatures
+from arrowdedup import SchemaError, fact_conflict, fact_scan, fact_signatures
 from arrowdedup import facts as F
-from arrowdedup import fact_scan
 
 # (segment a, representative b, segment type, language, expected reason): the patterns of
 # real cosine-only merges on technical documentation, with the names changed.
