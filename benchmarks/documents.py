@@ -3,7 +3,7 @@
 ``python -m benchmarks.documents [OUT]`` rebuilds them: the PDFs from the English
 OpenTelemetry docs of ``../shared/data/corpus`` (CC-BY-4.0, © OpenTelemetry Authors), laid out
 here line by line with fpdf2 and the DejaVu fonts that matplotlib ships, so that each PDF's
-source text is known exactly (``<name>.source.txt`` beside it, one segment per line); the
+source text is known exactly (``<name>.pdf.source`` beside it, one segment per line); the
 invoices and spreadsheets from Tallybird, the fictional billing API of ``data/sample``.
 
 The layouts are deliberate: the two-column PDF is written row by row (left line, right line,
@@ -286,9 +286,9 @@ def main(argv: list[str]) -> None:
     for name, docs, options in PDFS:
         blocks = source_blocks(docs)
         write_pdf(out / f"{name}.pdf", blocks, **options)
-        (out / f"{name}.source.txt").write_text("\n".join(t for _, _, t in blocks) + "\n")
+        (out / f"{name}.pdf.source").write_text("\n".join(t for _, _, t in blocks) + "\n")
     text = write_invoice(out / "invoice-A-1042.pdf", ORDERS[2])
-    (out / "invoice-A-1042.source.txt").write_text("\n".join(t for _, _, t in text) + "\n")
+    (out / "invoice-A-1042.pdf.source").write_text("\n".join(t for _, _, t in text) + "\n")
     write_spreadsheets(out)
     print(f"wrote {out}")
 

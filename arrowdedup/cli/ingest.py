@@ -28,7 +28,10 @@ def ingest(
     language_from_path: Annotated[str | None, typer.Option(
         help="Documents only: language from the path, e.g. '{lang}/**'.")] = None,
     key_columns: Annotated[str | None, typer.Option(
-        help="Documents only: CSV/TSV key columns, comma-separated (a,b).")] = None,
+        help="Documents only: table key columns, comma-separated (a,b); default: "
+             "detected.")] = None,
+    detect_keys: Annotated[bool, typer.Option(
+        help="Documents only: detect key columns when --key-columns is not given.")] = True,
     skip_bad_files: Annotated[bool, typer.Option(
         help="Documents only: skip unreadable files (listed in the manifest).")] = False,
     mode: Annotated[str | None, typer.Option(
@@ -59,7 +62,7 @@ def ingest(
         result, version = ingest_documents(
             inputs, out, cfg, embedder=embedder, language_from_path=language_from_path,
             key_columns=keys, skip_bad_files=skip_bad_files, threads=threads, buckets=buckets,
-            quiet=quiet,
+            quiet=quiet, detect_keys=detect_keys,
         )
     else:
         result, version = ingest_tables_to_store(inputs, out, cfg, threads=threads,
