@@ -6,7 +6,8 @@ Another document's segment is *linked by* such a key when it carries the same ke
 lacking it, when its text contains the value as a whole token (not inside a longer token:
 ``A-1042`` matches "order A-1042." but not "A-10420"), e.g. the invoice page that names the
 order. Page furniture is never linked. At most ``limit`` segments per key are taken, in store
-order (deterministic), those that carry the key first.
+order (deterministic), those that carry the key first. A table summary, which names sample
+values of its columns, is not linked by a mere mention.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def linked_rows(store: Store, rows: np.ndarray, limit: int = 5) -> list[tuple[in
             others = index.filter(searchable & (pl.col("doc_id").cast(pl.String) != doc))
             carries = others.filter(pl.col("keys").list.contains(key))
             names = others.filter(
-                ~pl.col("keys").fill_null([]).list.contains(key)
+                (pl.col("segment_type").cast(pl.String) != "table_summary")
+                & ~pl.col("keys").fill_null([]).list.contains(key)
                 & pl.col("text").cast(pl.String).str.contains(token_pattern(value)))
             found = pl.concat([carries.select("row"), names.select("row")]).head(limit)
             out.extend((int(r), rank, key) for r in found.get_column("row").to_list())
