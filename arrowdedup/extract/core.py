@@ -87,6 +87,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "page_start": pl.Int32(),
     "page_end": pl.Int32(),
     "row_values": pl.String(),
+    "content_hash": pl.String(),
     # SPEC §2 step 4's fact guard reads it (arrowdedup.facts); computed here once.
     "fact_signature": pl.List(pl.UInt64),
 }
@@ -260,11 +261,13 @@ def extract_documents(
         keys_seen.update(frame.columns)
         if table.key_columns:
             key_reports.append(KeyColumns(doc_id, table.key_columns, table.key_source))
-        chunks.append(_with_neighbours(_table_chunk(doc, doc_id, table, language), neighbours))
+        chunks.append(with_content_hash(
+            _with_neighbours(_table_chunk(doc, doc_id, table, language), neighbours)))
 
     def flush() -> None:
         if pending:
-            chunks.append(_with_neighbours(_documents_chunk(pending), neighbours))
+            chunks.append(with_content_hash(
+                _with_neighbours(_documents_chunk(pending), neighbours)))
             pending.clear()
 
     for file in files:
@@ -314,12 +317,16 @@ def extract_documents(
     flush()
     unknown = [k for k in keys or [] if k not in keys_seen]
     if unknown:
+        tables = ", ".join(f.display for f in files
+                           if f.fmt in SHEET_FORMATS or f.fmt in ("csv", "tsv"))
         raise InputError(
-            f"key column(s) {unknown} are in none of the tables extracted (columns seen: "
-            f"{sorted(keys_seen)}); fix --key-columns"
+            f"{tables or 'no table'}: key column(s) {unknown} are in none of the tables "
+            f"extracted (columns seen: {sorted(keys_seen)}); fix --key-columns"
         )
 
-    segments = with_content_hash(_concat(chunks))
+    segments = _concat(chunks)
+    if "content_hash" in segments.columns and segments.get_column("content_hash").null_count():
+        segments = with_content_hash(segments)  # passthrough rows mixed with extracted ones
     if not any_language and "language" in segments.columns:
         segments = segments.drop("language")
     try:
@@ -337,8 +344,7 @@ def with_content_hash(segments: pl.DataFrame) -> pl.DataFrame:
     from ..hashing import to_hex, xxh64
 
     if segments.height == 0:
-        return segments.with_columns(pl.lit(None, dtype=pl.String).alias("content_hash")) \
-            if "content_hash" not in segments.columns else segments
+        return segments.with_columns(pl.lit(None, dtype=pl.String).alias("content_hash"))
     furniture = segments.get_column("segment_type").cast(pl.String) == "page_furniture"
     texts = segments.get_column("text").cast(pl.String).fill_null("")
     if furniture.any():
@@ -673,7 +679,8 @@ def _documents_chunk(pending: list[tuple[_File, ParsedDoc, str | None]]) -> pl.D
 
 def _table_chunk(file: _File, doc_id: str, table: TableRows,
                  language: str | None) -> pl.DataFrame:
-    """The summary segment (position 0), then one ``table_row`` per row."""
+    """One ``table_row`` per row, then the summary segment (last, so row ids stay
+    ``{doc_id}#{row}``)."""
     rows = table.rows.with_columns(pl.lit("table_row", dtype=pl.String).alias("segment_type"))
     if table.summary is not None:
         head = pl.DataFrame({
@@ -681,7 +688,7 @@ def _table_chunk(file: _File, doc_id: str, table: TableRows,
             "row_values": pl.Series([None], dtype=pl.String),
             "segment_type": ["table_summary"],
         })
-        rows = pl.concat([head, rows.select(head.columns)])
+        rows = pl.concat([rows.select(head.columns), head])
     frame = rows.select(
         pl.lit(doc_id, dtype=pl.String).alias("doc_id"),
         pl.col("text"),

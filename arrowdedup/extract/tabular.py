@@ -96,6 +96,10 @@ def table_rows(
     else:
         keys = detect_key_columns(frame) if detect_keys else []
         source = "detected"
+    if frame.width == 0:
+        empty = pl.DataFrame(schema={"text": pl.String, "keys": pl.List(pl.String),
+                                     "row_values": pl.String})
+        return TableRows(empty, None, (), source)
     as_text = [pl.col(n).cast(pl.String) for n in frame.columns]
     parts = [
         pl.when(c.is_not_null() & (c != "")).then(pl.lit(f"{n}: ") + c)
@@ -174,7 +178,7 @@ def summarize(frame: pl.DataFrame, name: str) -> str:
         if kind == "text":
             values = values.filter(values != "")
         empty = frame.height - values.len()
-        note = f", {empty} empty" if empty else ""
+        note = f"; {empty} empty" if empty else ""
         if not values.len():
             parts.append(f"{col} (empty)")
         elif kind in ("integer", "number", "date", "datetime"):
@@ -184,7 +188,8 @@ def summarize(frame: pl.DataFrame, name: str) -> str:
             parts.append(f"{col} ({kind}, {_fmt(lo)} to {_fmt(hi)}{mean}{note})")
         else:
             distinct = values.n_unique()
-            counts = values.cast(pl.String).value_counts(sort=True, name="n") \
+            values = values.cast(pl.String).str.replace_all(r"\s+", " ")  # one line each
+            counts = values.value_counts(sort=True, name="n") \
                 .sort(["n", values.name], descending=[True, False]).head(3)
             top = ", ".join(f"{v} ×{n}" for v, n in counts.iter_rows())
             label = f"top {top}" if distinct < values.len() else \
