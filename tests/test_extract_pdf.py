@@ -53,12 +53,12 @@ def test_headings_sections_pages_and_neighbours():
     assert headings["text"][0] == "Observability primer"
     assert headings["heading_level"][0] == 1
     assert headings["heading_level"].drop_nulls().max() > 1
-    row = frame.filter(pl.col("text").str.starts_with("Telemetry refers to data")).row(0, named=True)
+    row = frame.filter(pl.col("text").str.starts_with("Telemetry refers to data")) \
+        .row(0, named=True)
     assert row["section"] == "Observability primer > Reliability and metrics"
     assert row["page_start"] >= 1 and row["page_end"] >= row["page_start"]
     ids = set(frame["segment_id"])
-    for before, after, section in frame.select("neighbours_before", "neighbours_after",
-                                               "section").iter_rows():
+    for before, after in frame.select("neighbours_before", "neighbours_after").iter_rows():
         assert set(before) | set(after) <= ids
     assert frame["page_end"].max() == 3
     by_id = dict(zip(frame["segment_id"], frame["section"], strict=True))

@@ -66,7 +66,7 @@ def test_xlsm_and_given_key_columns(tmp_path):
     assert rows["keys"].to_list()[0] == ["customer_id: C-204"]
     assert result.keys_report() == [
         "keys of book#Orders: customer_id (given)", "keys of book#Customers: customer_id (given)"]
-    with pytest.raises(InputError, match="key column.*'nope'.*--key-columns"):
+    with pytest.raises(InputError, match=r"key column.*'nope'.*--key-columns"):
         extract(tmp_path, key_columns="nope")
     off = extract(tmp_path, detect_keys=False)
     assert off["keys"].null_count() == off.height
@@ -92,7 +92,7 @@ def test_empty_sheets_and_merged_cells(tmp_path):
 def test_corrupt_workbook_is_one_line_and_skippable(tmp_path):
     (tmp_path / "bad.xlsx").write_bytes(b"PK\x03\x04 not really a zip")
     (tmp_path / "ok.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(InputError, match="bad.xlsx: not a readable spreadsheet"):
+    with pytest.raises(InputError, match=r"bad\.xlsx: not a readable spreadsheet"):
         extract(tmp_path / "bad.xlsx")
     result = extract_documents(tmp_path, skip_bad_files=True)
     assert [s.path for s in result.skipped] == ["bad.xlsx"]

@@ -30,8 +30,8 @@ from ..facts import FACT_COLUMN, fact_signatures
 from ..schema import validate
 from .blocks import ParsedDoc
 from .html import parse_html
-from .markdown import parse_markdown
 from .isolated import parse_isolated
+from .markdown import parse_markdown
 from .passthrough import read_jsonl, read_parquet
 from .sheets import SHEET_FORMATS, read_workbook
 from .tables import read_delimited_frame

@@ -31,6 +31,7 @@ The steps, per document:
 from __future__ import annotations
 
 import ctypes
+import itertools
 import re
 import statistics
 import unicodedata
@@ -343,7 +344,7 @@ def _styles(flow: list[dict[str, Any]]) -> tuple[float, bool, float]:
         return 10.0, False, 12.0
     (size, bold), _ = max(weights.items(), key=lambda kv: (kv[1], -kv[0][0]))
     pitches = [
-        b["top"] - a["top"] for a, b in zip(flow, flow[1:], strict=False)
+        b["top"] - a["top"] for a, b in itertools.pairwise(flow)
         if a["page"] == b["page"] and a["size"] == size == b["size"]
         and 0 < b["top"] - a["top"] < 3 * size
     ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 
@@ -183,8 +184,8 @@ def summarize(frame: pl.DataFrame, name: str) -> str:
             parts.append(f"{col} (empty)")
         elif kind in ("integer", "number", "date", "datetime"):
             lo, hi = values.min(), values.max()
-            mean = f", mean {_fmt(float(values.mean()))}" \
-                if kind in ("integer", "number") else ""  # type: ignore[arg-type]
+            average: Any = values.mean() if kind in ("integer", "number") else None
+            mean = f", mean {_fmt(float(average))}" if average is not None else ""
             parts.append(f"{col} ({kind}, {_fmt(lo)} to {_fmt(hi)}{mean}{note})")
         else:
             distinct = values.n_unique()
