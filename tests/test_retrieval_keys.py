@@ -128,3 +128,12 @@ def test_reranker_errors_are_clear(store, embedder):
     vector = embedder.encode(["rain"])[0]
     with pytest.raises(InputError, match="text query"):
         search(store, vector, reranker=by_length)
+
+
+def test_demo_step_prints_a_context_across_the_pdf_and_the_workbook(embedder, tmp_path):
+    from arrowdedup.demo import show_linked_context
+
+    text = show_linked_context(tmp_path / "linked", embedder)
+    assert "## tallybird-purchases#Orders" in text
+    assert "## Invoice INV-1042 (invoice-A-1042)" in text
+    assert "linked by `order_id: A-1042`" in text
