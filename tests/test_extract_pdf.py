@@ -187,3 +187,26 @@ def test_output_does_not_depend_on_workers():
     one = extract_documents(DOCS, workers=1).segments
     two = extract_documents(DOCS, workers=2).segments
     assert one.equals(two)
+
+
+def test_bold_heading_at_body_size_but_not_a_bold_lead_in(tmp_path):
+    pdf = fpdf.FPDF(format="A4", unit="pt")
+    regular, bold = _font()
+    pdf.add_font("DejaVu", "", regular)
+    pdf.add_font("DejaVu", "B", bold)
+    pdf.add_page()
+    pdf.set_font("DejaVu", "B", 10)
+    pdf.text(56, 100, "Configuration")
+    pdf.text(56, 130, "Note:")
+    width = pdf.get_string_width("Note: ")
+    pdf.set_font("DejaVu", "", 10)
+    pdf.text(56 + width, 130, "the collector reads its settings at start")
+    for i in range(6):
+        pdf.text(56, 144 + 14 * i, f"and this body line number {i} goes on with regular words")
+    pdf.output(str(tmp_path / "b.pdf"))
+    frame = extract(tmp_path / "b.pdf")
+    assert frame.select("segment_type", "heading_level").row(0) == ("heading", 1)
+    assert frame["text"][0] == "Configuration"
+    assert frame["segment_type"][1] == "paragraph"
+    assert frame["text"][1].startswith("Note: the collector reads its settings at start and")
+    assert frame["section"][1] == "Configuration"

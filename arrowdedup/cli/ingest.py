@@ -15,7 +15,8 @@ from .app import ConfigOpt, QuietOpt, app, clean_errors, console, documents_tabl
 def ingest(
     inputs: Annotated[list[Path], typer.Argument(
         help="Segments tables (Parquet / Arrow IPC), or document folders / files (Markdown, "
-             "text, HTML, CSV/TSV, JSONL), which are extracted and embedded first.")],
+             "text, HTML, CSV/TSV, JSONL, PDF, xlsx/xlsm/xls/ods), which are extracted and "
+             "embedded first.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Store directory to write.")],
     config: ConfigOpt = None,
     threads: Annotated[

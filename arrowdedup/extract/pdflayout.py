@@ -9,7 +9,8 @@ The steps, per document:
 1. **Lines.** PDFium's text of each page, split at its line breaks; a line made of several
    text objects separated by a gap wider than :data:`GAP_EM` em is split into pieces (two
    columns written side by side, table cells). Each piece keeps its box, font size and
-   whether its font is bold (weight >= 600, a force-bold flag, or "Bold" in the font name).
+   whether it is bold (its first and last characters' fonts have weight >= 600, a force-bold
+   flag, or "Bold" in the font name).
 2. **Page furniture.** A line among the first or last :data:`FURNITURE_LINES` of a page, inside
    the top or bottom :data:`FURNITURE_MARGIN` of it, whose text with digits masked recurs on
    at least two pages and on more than half of them (running headers, footers, "Page N of M"),
@@ -120,6 +121,9 @@ def _page_lines(page: Any, number: int, raw: Any) -> tuple[list[dict[str, Any]],
             for a, b, (x0, y0, x1, y1) in parts:
                 if a != start:
                     size, bold = _font(raw, textpage, a, buffer)
+                if bold and b - 1 > a:
+                    # A bold lead-in ("Note: …") does not make a bold line: both ends must be.
+                    bold = _font(raw, textpage, b - 1, buffer)[1]
                 pieces.append({
                     "text": text[a:b], "page": number, "x0": x0, "x1": x1, "top": y0,
                     "bottom": y1, "size": round(size, 1), "bold": bold, "width": width,
