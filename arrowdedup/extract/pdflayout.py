@@ -66,8 +66,17 @@ _FORCE_BOLD = 0x40000
 
 def clean(text: str) -> str:
     """Ligatures expanded, Unicode noise dropped, NFC, spaces collapsed."""
-    text = _CONTROL.sub("", text.translate(_LIGATURES))
-    return _SPACES.sub(" ", unicodedata.normalize("NFC", text)).strip()
+    if not text.isascii() or "\x02" in text:  # str.translate is slow: only when needed
+        text = unicodedata.normalize("NFC", text.translate(_LIGATURES))
+    return _SPACES.sub(" ", _CONTROL.sub("", text)).strip()
+
+
+def _clean(piece: dict[str, Any]) -> str:
+    """:func:`clean` of a piece's text, computed once."""
+    text = piece.get("clean")
+    if text is None:
+        text = piece["clean"] = clean(piece["text"])
+    return text
 
 
 def mask_digits(text: str) -> str:
@@ -98,7 +107,7 @@ def _page_lines(page: Any, number: int, raw: Any) -> tuple[list[dict[str, Any]],
         n = textpage.count_chars()
         if len(text) != n:  # never seen; without a 1:1 index map, keep the text, lose fonts
             text = text[:n]
-        ink = sum(1 for c in text if not c.isspace())
+        ink = len("".join(text.split()))  # non-space characters
         buffer = ctypes.create_string_buffer(128)
         pieces: list[dict[str, Any]] = []
         for match in re.finditer(r"[^\r\n]+", text):
@@ -113,8 +122,11 @@ def _page_lines(page: Any, number: int, raw: Any) -> tuple[list[dict[str, Any]],
             if not rects:
                 continue
             size, bold = _font(raw, textpage, start, buffer)
-            if len(rects) == 1 or size <= 0:
-                left, bottom, right, top = rects[0]
+            if len(rects) == 1 or size <= 0 or not _has_gap(rects, GAP_EM * size):
+                left = min(r[0] for r in rects)
+                bottom = min(r[1] for r in rects)
+                right = max(r[2] for r in rects)
+                top = max(r[3] for r in rects)
                 parts = [(start, end, (left, height - top, right, height - bottom))]
             else:
                 parts = _split_line(textpage, start, end, text, GAP_EM * size, height)
@@ -132,6 +144,15 @@ def _page_lines(page: Any, number: int, raw: Any) -> tuple[list[dict[str, Any]],
         return pieces, ink
     finally:
         textpage.close()
+
+
+def _has_gap(rects: list[tuple[float, float, float, float]], gap: float) -> bool:
+    """Whether consecutive text rectangles of a line jump right, back left or off the line
+    (only then are its characters' boxes looked at; font changes alone do not split)."""
+    for (_, b0, r0, t0), (l1, b1, _, t1) in itertools.pairwise(rects):
+        if l1 - r0 > gap or l1 < r0 - gap or abs((b0 + t0) / 2 - (b1 + t1) / 2) > gap:
+            return True
+    return False
 
 
 def _split_line(
@@ -182,7 +203,7 @@ def _furniture_key(piece: dict[str, Any]) -> tuple[str, str] | None:
         zone = "bottom"
     else:
         return None
-    return zone, mask_digits(clean(piece["text"]).lower())
+    return zone, mask_digits(_clean(piece).lower())
 
 
 def mark_furniture(pages: list[list[dict[str, Any]]]) -> None:
@@ -201,7 +222,7 @@ def mark_furniture(pages: list[list[dict[str, Any]]]) -> None:
     total = len(pages)
     for piece, key in candidates:
         seen = len(on_pages[key])
-        if (seen >= 2 and seen * 2 > total) or _PAGE_NUMBER.match(clean(piece["text"])):
+        if (seen >= 2 and seen * 2 > total) or _PAGE_NUMBER.match(_clean(piece)):
             piece["furniture"] = True
 
 
@@ -251,12 +272,12 @@ def _mark_tables(pieces: list[dict[str, Any]]) -> None:
 
     def close() -> None:
         if len(table) >= 2:
-            header = [clean(c["text"]) for c in table[0]]
+            header = [_clean(c) for c in table[0]]
             for cell in table[0]:
                 cell["table"] = "header"
             for row in table[1:]:
                 row[0]["table_row"] = "; ".join(
-                    f"{h}: {clean(c['text'])}" if h else clean(c["text"])
+                    f"{h}: {_clean(c)}" if h else _clean(c)
                     for h, c in zip(header, row, strict=True))
                 for cell in row:
                     cell["table"] = "cell"
@@ -360,7 +381,7 @@ def _blocks(flow: list[dict[str, Any]], page_count: int) -> dict[str, Any]:
     body, body_bold, pitch = _styles(flow)
 
     def heading_style(p: dict[str, Any]) -> tuple[float, bool] | None:
-        text = clean(p["text"])
+        text = _clean(p)
         if p.get("furniture") or p.get("table") or not text or len(text) > 200:
             return None
         if p["size"] >= HEADING_RATIO * body:
@@ -411,7 +432,7 @@ def _blocks(flow: list[dict[str, Any]], page_count: int) -> dict[str, Any]:
         out["page_end"].append(block["page_end"])
 
     for p in flow:
-        text = clean(p["text"])
+        text = _clean(p)
         if not text:
             continue
         if p.get("furniture"):
