@@ -121,3 +121,34 @@ def test_hundred_thousand_rows_stay_columnar(tmp_path):
     out = extract(tmp_path / "big.csv")
     assert out.filter(pl.col("segment_type") == "table_row").height == n
     assert out["keys"][n - 1].to_list() == [f"order_id: A-{n - 1}"]
+
+
+def test_cli_reports_detected_keys_and_turns_detection_off(tmp_path):
+    from typer.testing import CliRunner
+
+    from arrowdedup.cli import app
+
+    out = tmp_path / "s.parquet"
+    res = CliRunner().invoke(app, ["extract", str(DOCS / "tallybird-purchases.xlsx"), "--out",
+                                   str(out)])
+    assert res.exit_code == 0, res.output
+    assert "keys of tallybird-purchases#Orders: order_id, customer_id (detected)" in res.output
+    assert pl.read_parquet(out)["keys"].null_count() < pl.read_parquet(out).height
+    res = CliRunner().invoke(app, ["extract", str(DOCS / "tallybird-purchases.xlsx"), "--out",
+                                   str(out), "--no-detect-keys"])
+    assert res.exit_code == 0, res.output
+    assert "keys of" not in res.output
+    assert pl.read_parquet(out)["keys"].null_count() == pl.read_parquet(out).height
+
+
+def test_ingest_cli_reports_the_key_columns(tmp_path):
+    from typer.testing import CliRunner
+
+    from arrowdedup.cli import app
+    from tests.conftest import M2V_MODEL, need
+
+    model = need(M2V_MODEL)
+    res = CliRunner().invoke(app, ["ingest", str(DOCS / "tallybird-plans.xls"), "--out",
+                                   str(tmp_path / "store"), "--embedder", f"model2vec:{model}"])
+    assert res.exit_code == 0, res.output
+    assert "keys of tallybird-plans#Plans: code (detected)" in res.output

@@ -7,7 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from .app import ConfigOpt, QuietOpt, app, clean_errors, console, documents_table, load_config
+from .app import (
+    ConfigOpt,
+    QuietOpt,
+    app,
+    clean_errors,
+    console,
+    documents_table,
+    err_console,
+    load_config,
+)
 
 
 @app.command()
@@ -71,12 +80,26 @@ def ingest(
                                                  ray_address=ray_address)
     if not quiet:
         console.print(documents_table(result.documents))
+        _print_key_columns(version)
     console.print(result.summary(), markup=False)
     stages = {k[len("stage_"):]: v for k, v in result.timings.items() if k.startswith("stage_")}
     if stages and not quiet:
         console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()),
                       markup=False)
     console.print(f"store: {out} (version {version.name})", markup=False)
+
+
+def _print_key_columns(version: Path) -> None:
+    """The key columns the extraction used per table (given or detected), from the manifest."""
+    import json
+
+    try:
+        manifest = json.loads((version / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return
+    for k in (manifest.get("extract") or {}).get("key_columns", []):
+        err_console.print(f"keys of {k['doc_id']}: {', '.join(k['columns'])} ({k['source']})",
+                          markup=False, soft_wrap=True)
 
 
 def _with_mode(cfg: Any, mode: str) -> Any:
