@@ -210,3 +210,21 @@ def test_bold_heading_at_body_size_but_not_a_bold_lead_in(tmp_path):
     assert frame["segment_type"][1] == "paragraph"
     assert frame["text"][1].startswith("Note: the collector reads its settings at start and")
     assert frame["section"][1] == "Configuration"
+
+
+def test_two_columns_written_column_by_column(tmp_path):
+    # The common case (a paper): the stream holds the left column, then the right one.
+    pdf = fpdf.FPDF(format="A4", unit="pt")
+    regular, _ = _font()
+    pdf.add_font("DejaVu", "", regular)
+    pdf.add_page()
+    pdf.set_font("DejaVu", "", 10)
+    left = [f"left column line {i} about tracing spans" for i in range(20)]
+    right = [f"right column line {i} about metric streams" for i in range(20)]
+    for i, line in enumerate(left):
+        pdf.text(56, 100 + 13 * i, line)
+    for i, line in enumerate(right):
+        pdf.text(320, 100 + 13 * i, line)
+    pdf.output(str(tmp_path / "cols.pdf"))
+    text = " ".join(extract(tmp_path / "cols.pdf").sort("position")["text"])
+    assert text == " ".join(left + right)
