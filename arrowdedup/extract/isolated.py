@@ -9,6 +9,8 @@ the remaining files. Results are keyed by task, so their order never depends on 
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
 import pickle
 import queue
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from . import pdflayout
+
+log = logging.getLogger(__name__)
 
 FILE_TIMEOUT = 300.0  # seconds one PDF may take before its worker is killed
 
@@ -101,6 +105,15 @@ class _Worker:
             return self.proc.wait()
 
 
+def _in_process(module: Path, task: tuple[str, str]) -> dict[str, Any]:
+    spec = importlib.util.spec_from_file_location("_arrowdedup_worker_parser", module)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    result: dict[str, Any] = mod.parse_pdf(*task)
+    return result
+
+
 def parse_isolated(
     tasks: list[tuple[str, str]],
     workers: int,
@@ -128,7 +141,14 @@ def parse_isolated(
                 except queue.Empty:
                     return
                 if worker is None:
-                    worker = _Worker(source)
+                    try:
+                        worker = _Worker(source)
+                    except OSError as err:
+                        # No subprocesses here (a sandbox): parse in this process, unguarded.
+                        log.warning("PDF worker processes unavailable (%s); parsing in this "
+                                    "process", err)
+                        results[i] = _in_process(source, tasks[i])
+                        continue
                 answer = worker.ask(tasks[i], timeout)
                 if answer is None:
                     code = worker.close(kill=True)
