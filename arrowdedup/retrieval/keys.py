@@ -12,6 +12,7 @@ values of its columns, is not linked by a mere mention.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -20,7 +21,7 @@ import polars as pl
 
 from ..store import Store
 
-_INDEXES: dict[str, pl.DataFrame] = {}
+_INDEXES: dict[str, _KeyIndex] = {}
 _MAX_INDEXES = 4
 
 
@@ -50,21 +51,36 @@ def indexed_text(kept: pl.DataFrame) -> pl.Series:
                      .otherwise(text)).to_series().alias("text")
 
 
-def _index(store: Store) -> pl.DataFrame:
-    """Store rows with their doc_id, text, type and keys (cached per immutable version)."""
+@dataclasses.dataclass(frozen=True)
+class _KeyIndex:
+    """Store rows (``row``, ``doc_id``, ``text``, ``segment_type``, ``keys``) and their keys
+    exploded (``row``, ``key``), so a key lookup is one equality filter."""
+
+    rows: pl.DataFrame
+    keys: pl.DataFrame
+
+
+def _index(store: Store) -> _KeyIndex:
+    """The key index of a store version (cached: versions are immutable)."""
     name = str(store.version)
-    frame = _INDEXES.get(name)
-    if frame is None:
+    index = _INDEXES.get(name)
+    if index is None:
         lf = store.segments(with_embeddings=False)
         cols = lf.collect_schema().names()
-        wanted = [c for c in ("doc_id", "text", "segment_type", "keys") if c in cols]
-        frame = lf.select(wanted).collect().with_row_index("row")
-        if "keys" not in frame.columns:
-            frame = frame.with_columns(pl.lit(None, dtype=pl.List(pl.String)).alias("keys"))
+        frame = lf.select(
+            pl.col("doc_id").cast(pl.String), pl.col("text").cast(pl.String),
+            (pl.col("segment_type").cast(pl.String) if "segment_type" in cols
+             else pl.lit("", dtype=pl.String).alias("segment_type")),
+            (pl.col("keys") if "keys" in cols
+             else pl.lit(None, dtype=pl.List(pl.String)).alias("keys")),
+        ).collect().with_row_index("row")
+        keys = frame.select("row", pl.col("keys").alias("key")).explode("key") \
+            .drop_nulls("key")
+        index = _KeyIndex(frame, keys)
         while len(_INDEXES) >= _MAX_INDEXES:
             _INDEXES.pop(next(iter(_INDEXES)))
-        _INDEXES[name] = frame
-    return frame
+        _INDEXES[name] = index
+    return index
 
 
 def token_pattern(value: str) -> str:
@@ -77,22 +93,24 @@ def linked_rows(store: Store, rows: np.ndarray, limit: int = 5) -> list[tuple[in
     if limit <= 0 or not rows.size:
         return []
     index = _index(store)
-    searchable = pl.col("segment_type").cast(pl.String) != "page_furniture" \
-        if "segment_type" in index.columns else pl.lit(True)
+    frame = index.rows
+    picked = frame[rows.tolist()]
     out: list[tuple[int, int, str]] = []
-    picked = index[rows.tolist()]
     result_keys: list[Any] = picked.get_column("keys").to_list()
-    result_docs = picked.get_column("doc_id").cast(pl.String).to_list()
+    result_docs = picked.get_column("doc_id").to_list()
     for rank, (keys, doc) in enumerate(zip(result_keys, result_docs, strict=True), start=1):
         for key in keys or []:
             key = str(key)
             value = key_value(key)
-            others = index.filter(searchable & (pl.col("doc_id").cast(pl.String) != doc))
-            carries = others.filter(pl.col("keys").list.contains(key))
-            names = others.filter(
-                (pl.col("segment_type").cast(pl.String) != "table_summary")
-                & ~pl.col("keys").fill_null([]).list.contains(key)
-                & pl.col("text").cast(pl.String).str.contains(token_pattern(value)))
-            found = pl.concat([carries.select("row"), names.select("row")]).head(limit)
+            holders = index.keys.filter(pl.col("key") == pl.lit(key)).get_column("row")
+            carries = frame[holders.sort().to_list()].filter(
+                (pl.col("doc_id") != doc) & (pl.col("segment_type") != "page_furniture"))
+            # A literal scan first (fast), the token rule on the few texts that pass it.
+            mentions = frame.filter(pl.col("text").str.contains(value, literal=True)).filter(
+                (pl.col("doc_id") != doc)
+                & ~pl.col("segment_type").is_in(["page_furniture", "table_summary"])
+                & ~pl.col("row").is_in(holders.implode())
+                & pl.col("text").str.contains(token_pattern(value)))
+            found = pl.concat([carries.select("row"), mentions.select("row")]).head(limit)
             out.extend((int(r), rank, key) for r in found.get_column("row").to_list())
     return out
