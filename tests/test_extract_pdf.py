@@ -13,7 +13,7 @@ import pytest
 from arrowdedup.errors import InputError
 from arrowdedup.extract import extract, extract_documents
 from arrowdedup.extract.isolated import parse_isolated
-from arrowdedup.extract.pdflayout import clean, mask_digits
+from arrowdedup.extract.pdflayout import _join, clean, mask_digits
 
 fpdf = pytest.importorskip("fpdf")
 DOCS = Path(__file__).resolve().parent.parent / "data" / "documents"
@@ -117,6 +117,8 @@ def test_hyphenation_and_ligatures_are_normalised(tmp_path):
     text = extract(path)["text"].to_list()
     assert text == ["The signals are collected by an efficient filter."]
     assert clean("a\u00a0b\u200bc ﬂ") == "a bc fl"
+    assert _join("Open-", "Telemetry") == "Open-Telemetry"  # a compound keeps its hyphen
+    assert _join("wait -", "no") == "wait - no"
     assert mask_digits("Page 12 of 30") == "Page 0 of 0"
 
 

@@ -304,8 +304,9 @@ def _join(a: str, b: str) -> str:
     """Join two lines of one paragraph, undoing a hyphenation at the end of ``a``."""
     if a.endswith("\u00ad"):
         return a[:-1] + b
-    if len(a) >= 2 and a[-1] in "-\u2010" and a[-2].isalpha() and b[:1].islower():
-        return a[:-1] + b
+    if len(a) >= 2 and a[-1] in "-\u2010" and a[-2].isalnum():
+        # "collec-" + "ted": a hyphenation; "Open-" + "Telemetry", "x86-" + "64": a compound.
+        return a[:-1] + b if a[-2].isalpha() and b[:1].islower() else a + b
     return f"{a} {b}"
 
 
