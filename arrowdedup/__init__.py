@@ -28,7 +28,7 @@ from .errors import (
     SchemaError,
     StoreError,
 )
-from .extract import ExtractResult, SkippedFile, extract, extract_documents
+from .extract import ExtractResult, KeyColumns, SkippedFile, extract, extract_documents
 from .facts import fact_conflict, fact_signatures
 from .ingest import IngestionResult, ingest
 from .pipeline import ingest_tables_to_store
@@ -36,6 +36,7 @@ from .retrieval import (
     Context,
     NoEmbeddingsWarning,
     NoFactsWarning,
+    Reranker,
     SearchMode,
     SearchResult,
     build_context,
@@ -64,6 +65,7 @@ __all__ = [
     "IngestionConfig",
     "IngestionResult",
     "InputError",
+    "KeyColumns",
     "LshMethod",
     "MiniLMEmbedder",
     "MissingDependencyError",
@@ -73,6 +75,7 @@ __all__ = [
     "NoFactsWarning",
     "PairSet",
     "Problem",
+    "Reranker",
     "RetrievalConfig",
     "RrfConfig",
     "SchemaError",

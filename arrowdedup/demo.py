@@ -170,12 +170,37 @@ def main(argv: list[str] | None = None) -> int:
 
         console.rule("4. metrics")
         show_stats(args.out)
+
+        console.rule("5. a PDF and a spreadsheet linked by a key")
+        show_linked_context(args.out.parent / f"{args.out.name}-linked", embedder)
         console.print(f"\nstore: {args.out} (version {version.name}); try "
                       f"`arrowdedup stats {args.out}`", markup=False)
     except ArrowDedupError as err:
         console.print(f"error: {err}", markup=False, style="red")
         return 1
     return 0
+
+
+DOCUMENTS = Path(__file__).resolve().parent.parent / "data" / "documents"
+
+
+def show_linked_context(store_path: Path, embedder: Any,
+                        query: str = "status of order A-1042") -> str:
+    """Ingest the invoice PDF and the purchases workbook, print a key-linked context."""
+    from .documents import ingest_documents
+    from .retrieval.context import build_context
+
+    shutil.rmtree(store_path, ignore_errors=True)
+    inputs = [DOCUMENTS / "invoice-A-1042.pdf", DOCUMENTS / "tallybird-purchases.xlsx"]
+    result, _ = ingest_documents(inputs, store_path, embedder=embedder, quiet=True,
+                                 root=DOCUMENTS)
+    console.print(f"ingested {', '.join(p.name for p in inputs)}: {result.summary()}",
+                  markup=False)
+    ctx = build_context(store_path, query, k=2, mode="keyword", embedder=embedder,
+                        expand_keys=True)
+    text = ctx.markdown()
+    console.print(text, markup=False, highlight=False)
+    return text
 
 
 def _manifest(store_path: Path) -> dict[str, Any]:

@@ -69,6 +69,7 @@ def extract_segments(
     key_columns: Sequence[str] | None = None,
     skip_bad_files: bool = False,
     root: str | Path | None = None,
+    detect_keys: bool = True,
 ) -> ExtractResult:
     """Run the extractors (``doc_id`` relative to ``root``, default each folder argument)."""
     from .extract import extract_documents
@@ -77,6 +78,7 @@ def extract_segments(
         [Path(p) for p in paths], root=root,
         key_columns=list(key_columns) if key_columns else None,
         language_from_path=language_from_path, skip_bad_files=skip_bad_files,
+        detect_keys=detect_keys,
     )
 
 
@@ -99,6 +101,7 @@ def ingest_documents(
     quiet: bool = False,
     scorer: SalienceScorer | None = None,
     root: str | Path | None = None,
+    detect_keys: bool = True,
 ) -> tuple[IngestionResult, Path]:
     """Extract documents, embed them (through the store's cache), score salience when the input
     has none, dedup inside each document and write a new store version atomically.
@@ -116,7 +119,7 @@ def ingest_documents(
     start = time.perf_counter()
     extracted = extract_segments(inputs, language_from_path=language_from_path,
                                  key_columns=key_columns, skip_bad_files=skip_bad_files,
-                                 root=root)
+                                 root=root, detect_keys=detect_keys)
     frame = extracted.segments
     stages["extract"] = time.perf_counter() - start
 

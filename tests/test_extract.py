@@ -314,7 +314,9 @@ CSV = 'sku,name,price,note\nA-1,Widget,9.50,"multi\nline"\nA-2,Gadget,007,\n,,,\
 
 def test_csv_rows_and_keys(tmp_path: Path) -> None:
     write(tmp_path / "products.csv", CSV)
-    frame = extract(tmp_path, key_columns="sku, name")
+    everything = extract(tmp_path, key_columns="sku, name")
+    assert everything["segment_type"].to_list()[-1] == "table_summary"
+    frame = everything.filter(pl.col("segment_type") == "table_row")
     assert frame.select("text", "segment_type", "doc_type").rows() == [
         ("sku: A-1\nname: Widget\nprice: 9.50\nnote: multi\nline", "table_row", "csv"),
         ("sku: A-2\nname: Gadget\nprice: 007", "table_row", "csv"),
@@ -325,13 +327,16 @@ def test_csv_rows_and_keys(tmp_path: Path) -> None:
     assert frame["segment_id"].to_list() == ["products#0", "products#1"]
     assert frame["neighbours_after"].to_list() == [["products#1"], []]
     assert frame.schema == pl.Schema({k: v for k, v in SCHEMA.items() if k != "language"})
-    without = extract(tmp_path)
-    assert without["keys"].null_count() == 2
+    without = extract(tmp_path, detect_keys=False)
+    assert without["keys"].null_count() == 3
+    detected = extract_documents(tmp_path)
+    assert detected.segments["keys"].to_list()[:2] == [["sku: A-1"], ["sku: A-2"]]
+    assert detected.keys_report() == ["keys of products: sku (detected)"]
 
 
 def test_tsv_keeps_quotes_literal(tmp_path: Path) -> None:
     write(tmp_path / "pairs.tsv", 'id\ttext\n1\tsaid "hi" there\n2\tplain\n')
-    frame = extract(tmp_path)
+    frame = extract(tmp_path).filter(pl.col("segment_type") == "table_row")
     assert frame["text"].to_list() == ['id: 1\ntext: said "hi" there', "id: 2\ntext: plain"]
     assert set(frame["doc_type"]) == {"tsv"}
 
@@ -339,7 +344,7 @@ def test_tsv_keeps_quotes_literal(tmp_path: Path) -> None:
 def test_csv_blank_lines_before_the_header(tmp_path: Path) -> None:
     write(tmp_path / "b.csv", "\n\nx,y\n1,2\n")
     write(tmp_path / "h.csv", "\nonly,header\n")
-    frame = extract(tmp_path)
+    frame = extract(tmp_path).filter(pl.col("segment_type") == "table_row")
     assert frame.select("doc_id", "text").rows() == [("b", "x: 1\ny: 2")]
 
 
@@ -558,7 +563,8 @@ def test_cli_writes_parquet_and_prints_summary(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["extract", str(tmp_path / "docs"), "--out", str(out),
                                    "--key-columns", "sku"])
     assert res.exit_code == 0, res.output
-    assert "extracted 2 files → 20 segments" in res.output
+    assert "extracted 2 files → 21 segments" in res.output  # 4 rows + 1 table summary
+    assert "keys of p: sku (given)" in res.output
     assert "table_row 4" in res.output
     written = pl.read_parquet(out)
     assert written.equals(extract(tmp_path / "docs", key_columns="sku"))

@@ -18,7 +18,8 @@ def extract(
     paths: Annotated[
         list[Path],
         typer.Argument(help="Document files or folders (.md .markdown .txt .html .htm .csv .tsv "
-                            ".jsonl .parquet); folders are walked recursively."),
+                            ".jsonl .parquet .pdf .xlsx .xlsm .xls .ods); folders are walked "
+                            "recursively."),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
     root: Annotated[
@@ -26,8 +27,13 @@ def extract(
         typer.Option(help="doc_id = path relative to this folder (default: each folder given)."),
     ] = None,
     key_columns: Annotated[
-        str | None, typer.Option(help="CSV/TSV key columns, comma separated (fill `keys`).")
+        str | None, typer.Option(help="Table key columns (CSV/TSV, spreadsheets), comma "
+                                      "separated (fill `keys`); default: detected.")
     ] = None,
+    detect_keys: Annotated[
+        bool, typer.Option(help="Detect key columns (id-like names or values) when "
+                                "--key-columns is not given.")
+    ] = True,
     language_from_path: Annotated[
         str | None,
         typer.Option(help="Language from the path, e.g. 'content/{lang}/**' (front matter wins)."),
@@ -48,7 +54,7 @@ def extract(
         raise InputError(f"--out {out} is a folder; give a file name such as segments.parquet")
     result = extract_documents(
         paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
-        skip_bad_files=skip_bad_files, workers=workers,
+        skip_bad_files=skip_bad_files, workers=workers, detect_keys=detect_keys,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     # Temp file in the same folder, then an atomic rename: a reader never sees half a file.
@@ -64,4 +70,6 @@ def extract(
         for skipped in result.skipped:
             err_console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False,
                               soft_wrap=True)
+        for line in result.keys_report():
+            err_console.print(line, markup=False, soft_wrap=True)
     console.print(f"{result.summary()} → {out}", markup=False, soft_wrap=True)

@@ -7,7 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from .app import ConfigOpt, QuietOpt, app, clean_errors, console, documents_table, load_config
+from .app import (
+    ConfigOpt,
+    QuietOpt,
+    app,
+    clean_errors,
+    console,
+    documents_table,
+    err_console,
+    load_config,
+)
 
 
 @app.command()
@@ -15,7 +24,8 @@ from .app import ConfigOpt, QuietOpt, app, clean_errors, console, documents_tabl
 def ingest(
     inputs: Annotated[list[Path], typer.Argument(
         help="Segments tables (Parquet / Arrow IPC), or document folders / files (Markdown, "
-             "text, HTML, CSV/TSV, JSONL), which are extracted and embedded first.")],
+             "text, HTML, CSV/TSV, JSONL, PDF, xlsx/xlsm/xls/ods), which are extracted and "
+             "embedded first.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Store directory to write.")],
     config: ConfigOpt = None,
     threads: Annotated[
@@ -28,7 +38,10 @@ def ingest(
     language_from_path: Annotated[str | None, typer.Option(
         help="Documents only: language from the path, e.g. '{lang}/**'.")] = None,
     key_columns: Annotated[str | None, typer.Option(
-        help="Documents only: CSV/TSV key columns, comma-separated (a,b).")] = None,
+        help="Documents only: table key columns, comma-separated (a,b); default: "
+             "detected.")] = None,
+    detect_keys: Annotated[bool, typer.Option(
+        help="Documents only: detect key columns when --key-columns is not given.")] = True,
     skip_bad_files: Annotated[bool, typer.Option(
         help="Documents only: skip unreadable files (listed in the manifest).")] = False,
     mode: Annotated[str | None, typer.Option(
@@ -59,7 +72,7 @@ def ingest(
         result, version = ingest_documents(
             inputs, out, cfg, embedder=embedder, language_from_path=language_from_path,
             key_columns=keys, skip_bad_files=skip_bad_files, threads=threads, buckets=buckets,
-            quiet=quiet,
+            quiet=quiet, detect_keys=detect_keys,
         )
     else:
         result, version = ingest_tables_to_store(inputs, out, cfg, threads=threads,
@@ -67,12 +80,26 @@ def ingest(
                                                  ray_address=ray_address)
     if not quiet:
         console.print(documents_table(result.documents))
+        _print_key_columns(version)
     console.print(result.summary(), markup=False)
     stages = {k[len("stage_"):]: v for k, v in result.timings.items() if k.startswith("stage_")}
     if stages and not quiet:
         console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()),
                       markup=False)
     console.print(f"store: {out} (version {version.name})", markup=False)
+
+
+def _print_key_columns(version: Path) -> None:
+    """The key columns the extraction used per table (given or detected), from the manifest."""
+    import json
+
+    try:
+        manifest = json.loads((version / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return
+    for k in (manifest.get("extract") or {}).get("key_columns", []):
+        err_console.print(f"keys of {k['doc_id']}: {', '.join(k['columns'])} ({k['source']})",
+                          markup=False, soft_wrap=True)
 
 
 def _with_mode(cfg: Any, mode: str) -> Any:

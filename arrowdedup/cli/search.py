@@ -74,6 +74,9 @@ def context(
     k: Annotated[int, typer.Option("-k", help="Number of retrieved results.")] = 5,
     expand: Annotated[int, typer.Option(
         "--expand", help="Neighbours (same section) to add per result.")] = 0,
+    expand_keys: Annotated[bool, typer.Option(
+        "--expand-keys", help="Add segments of other documents that share a key with a "
+                              "result (linked by `column: value`).")] = False,
     mode: ModeOpt = "hybrid",
     embedder: EmbedderOpt = None,
     config: ConfigOpt = None,
@@ -82,6 +85,7 @@ def context(
     from ..retrieval.context import build_context
 
     ctx = build_context(store, query, k=k, expand=expand, mode=mode,
-                        config=_config(config), embedder=embedder)  # type: ignore[arg-type]
+                        config=_config(config), embedder=embedder,  # type: ignore[arg-type]
+                        expand_keys=expand_keys)
     typer.echo(ctx.markdown())
     err_console.print(ctx.search.summary(), markup=False)

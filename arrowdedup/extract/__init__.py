@@ -1,4 +1,6 @@
-"""Documents to segments (SPEC §1): Markdown, plain text, HTML, CSV/TSV, JSONL and Parquet.
+"""Documents to segments (SPEC §1): Markdown, plain text, HTML, CSV/TSV, JSONL, Parquet, PDF
+(:mod:`.pdflayout`, parsed in worker processes by :mod:`.isolated`) and spreadsheets
+(:mod:`.sheets`; tables of both kinds through :mod:`.tabular`).
 
 ``extract(paths)`` returns the segments table; ``extract_documents(paths)`` returns an
 :class:`ExtractResult` that also lists the files skipped with ``skip_bad_files`` (for the store
@@ -10,6 +12,7 @@ from .core import (
     EXTENSIONS,
     SCHEMA,
     ExtractResult,
+    KeyColumns,
     SkippedFile,
     compile_language_pattern,
     extract,
@@ -20,6 +23,7 @@ __all__ = [
     "EXTENSIONS",
     "SCHEMA",
     "ExtractResult",
+    "KeyColumns",
     "SkippedFile",
     "compile_language_pattern",
     "extract",

@@ -32,6 +32,8 @@ class ParsedDoc:
     sections: list[str | None] = dataclasses.field(default_factory=list)
     levels: list[int | None] = dataclasses.field(default_factory=list)
     runs: list[int] = dataclasses.field(default_factory=list)
+    pages_start: list[int | None] = dataclasses.field(default_factory=list)
+    pages_end: list[int | None] = dataclasses.field(default_factory=list)
     _path: list[tuple[int, str]] = dataclasses.field(default_factory=list, repr=False)
     _run: int = dataclasses.field(default=0, repr=False)
 
@@ -47,6 +49,8 @@ class ParsedDoc:
         self.sections.append(self.section)
         self.levels.append(None)
         self.runs.append(self._run)
+        self.pages_start.append(None)
+        self.pages_end.append(None)
         return len(self.texts) - 1
 
     def heading(self, text: str, level: int) -> None:

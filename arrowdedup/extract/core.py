@@ -30,9 +30,12 @@ from ..facts import FACT_COLUMN, fact_signatures
 from ..schema import validate
 from .blocks import ParsedDoc
 from .html import parse_html
+from .isolated import parse_isolated
 from .markdown import parse_markdown
 from .passthrough import read_jsonl, read_parquet
-from .tables import read_delimited
+from .sheets import SHEET_FORMATS, read_workbook
+from .tables import read_delimited_frame
+from .tabular import TableRows, table_rows
 from .text import parse_text
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,11 @@ EXTENSIONS: dict[str, str] = {
     ".tsv": "tsv",
     ".jsonl": "jsonl",
     ".parquet": "parquet",
+    ".pdf": "pdf",
+    ".xlsx": "xlsx",
+    ".xlsm": "xlsm",
+    ".xls": "xls",
+    ".ods": "ods",
 }
 _PARSERS: dict[str, Callable[[str, str], ParsedDoc]] = {
     "markdown": parse_markdown,
@@ -76,6 +84,10 @@ SCHEMA: dict[str, pl.DataType] = {
     "neighbours_before": pl.List(pl.String),
     "neighbours_after": pl.List(pl.String),
     "keys": pl.List(pl.String),
+    "page_start": pl.Int32(),
+    "page_end": pl.Int32(),
+    "row_values": pl.String(),
+    "content_hash": pl.String(),
     # SPEC §2 step 4's fact guard reads it (arrowdedup.facts); computed here once.
     "fact_signature": pl.List(pl.UInt64),
 }
@@ -92,6 +104,15 @@ class SkippedFile:
 
 
 @dataclasses.dataclass(frozen=True)
+class KeyColumns:
+    """The key columns of one table (``doc_id``), ``source`` "given" or "detected"."""
+
+    doc_id: str
+    columns: tuple[str, ...]
+    source: str
+
+
+@dataclasses.dataclass(frozen=True)
 class ExtractResult:
     """The segments table, the files it came from, the files skipped, and stage timings."""
 
@@ -99,6 +120,11 @@ class ExtractResult:
     files: tuple[str, ...]
     skipped: tuple[SkippedFile, ...]
     timings: dict[str, float]
+    keys: tuple[KeyColumns, ...] = ()
+
+    def keys_report(self) -> list[str]:
+        """One line per table with key columns: which, and whether given or detected."""
+        return [f"keys of {k.doc_id}: {', '.join(k.columns)} ({k.source})" for k in self.keys]
 
     def type_counts(self) -> dict[str, int]:
         """Segments per ``segment_type``, most frequent first (ties by name)."""
@@ -126,6 +152,7 @@ class ExtractResult:
             "segments": self.segments.height,
             "segment_types": self.type_counts(),
             "skipped_files": [dataclasses.asdict(s) for s in self.skipped],
+            "key_columns": [dataclasses.asdict(k) for k in self.keys],
             "timings": dict(self.timings),
         }
 
@@ -157,6 +184,7 @@ def extract(
     skip_bad_files: bool = False,
     workers: int | None = None,
     neighbours: int = 3,
+    detect_keys: bool = True,
 ) -> pl.DataFrame:
     """Segments of the documents at ``paths`` (files or folders, walked recursively).
 
@@ -165,6 +193,7 @@ def extract(
     return extract_documents(
         paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
         skip_bad_files=skip_bad_files, workers=workers, neighbours=neighbours,
+        detect_keys=detect_keys,
     ).segments
 
 
@@ -177,12 +206,16 @@ def extract_documents(
     skip_bad_files: bool = False,
     workers: int | None = None,
     neighbours: int = 3,
+    detect_keys: bool = True,
 ) -> ExtractResult:
     """Extract segments from documents into one table (columns and types: :data:`SCHEMA`).
 
     - ``root``: ``doc_id`` is the path relative to it, without extension (default: each folder
       argument itself, or a file argument's folder).
-    - ``key_columns``: CSV/TSV columns whose "column: value" pairs fill ``keys``.
+    - ``key_columns``: table columns (CSV/TSV, spreadsheet sheets) whose "column: value" pairs
+      fill ``keys``; each table uses those of them it has, and a name no table has is refused.
+      Without them, key columns are detected (``detect_keys``, see :mod:`.tabular`) and listed
+      in ``ExtractResult.keys``.
     - ``language_from_path``: e.g. ``"content/{lang}/**"``, matched against the path relative
       to the root (or to one of the root's parent folders, so it may start with the root's own
       name); front matter (or ``<html lang>``) wins over it. Without any language the column is
@@ -208,6 +241,7 @@ def extract_documents(
     tick = time.perf_counter()
     documents = [f for f in files if f.fmt in _PARSERS]
     parsed = _parse_all(documents, workers)
+    parsed.update(_parse_pdfs([f for f in files if f.fmt == "pdf"], workers))
     timings["parse"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -216,11 +250,24 @@ def extract_documents(
     done: list[str] = []
     skipped: list[SkippedFile] = []
     claimed: dict[str, str] = {}
+    key_reports: list[KeyColumns] = []
+    keys_seen: set[str] = set()
     any_language = False
+
+    def add_table(doc: _File, doc_id: str, frame: pl.DataFrame, tsv_like: bool,
+                  language: str | None) -> None:
+        table = table_rows(frame, name=doc_id, key_columns=keys, detect_keys=detect_keys,
+                           separator="\n" if tsv_like else "; ")
+        keys_seen.update(frame.columns)
+        if table.key_columns:
+            key_reports.append(KeyColumns(doc_id, table.key_columns, table.key_source))
+        chunks.append(with_content_hash(
+            _with_neighbours(_table_chunk(doc, doc_id, table, language), neighbours)))
 
     def flush() -> None:
         if pending:
-            chunks.append(_with_neighbours(_documents_chunk(pending), neighbours))
+            chunks.append(with_content_hash(
+                _with_neighbours(_documents_chunk(pending), neighbours)))
             pending.clear()
 
     for file in files:
@@ -233,7 +280,7 @@ def extract_documents(
                 )
                 any_language |= "language" in frame.columns
                 chunks.append(frame)
-            elif file.fmt in _PARSERS:
+            elif file.fmt in _PARSERS or file.fmt == "pdf":
                 outcome = parsed[file.absolute]
                 if isinstance(outcome, str):
                     raise InputError(outcome)
@@ -241,16 +288,26 @@ def extract_documents(
                 language = outcome.language or (matcher(file) if matcher else None)
                 any_language |= language is not None
                 pending.append((file, outcome, language))
+            elif file.fmt in SHEET_FORMATS:
+                sheets = read_workbook(file.path, file.display)
+                _claim(claimed, file)
+                flush()
+                language = matcher(file) if matcher else None
+                any_language |= language is not None
+                for sheet, frame in sheets:
+                    doc_id = f"{file.doc_id}#{sheet}"
+                    _claim_id(claimed, doc_id, file)
+                    add_table(file, doc_id, frame, False, language)
             else:
-                rows = read_delimited(
+                frame = read_delimited_frame(
                     _decode(_read_bytes(file.path, file.display), file.display), file.display,
-                    tsv=file.fmt == "tsv", key_columns=keys,
+                    tsv=file.fmt == "tsv",
                 )
                 _claim(claimed, file)
                 flush()
                 language = matcher(file) if matcher else None
                 any_language |= language is not None
-                chunks.append(_with_neighbours(_table_chunk(file, rows, language), neighbours))
+                add_table(file, file.doc_id, frame, True, language)
             done.append(file.rel)
         except ArrowDedupError as err:
             if not skip_bad_files:
@@ -258,8 +315,18 @@ def extract_documents(
             log.info("skipped %s: %s", file.display, err)
             skipped.append(SkippedFile(file.rel, str(err)))
     flush()
+    unknown = [k for k in keys or [] if k not in keys_seen]
+    if unknown:
+        tables = ", ".join(f.display for f in files
+                           if f.fmt in SHEET_FORMATS or f.fmt in ("csv", "tsv"))
+        raise InputError(
+            f"{tables or 'no table'}: key column(s) {unknown} are in none of the tables "
+            f"extracted (columns seen: {sorted(keys_seen)}); fix --key-columns"
+        )
 
     segments = _concat(chunks)
+    if "content_hash" in segments.columns and segments.get_column("content_hash").null_count():
+        segments = with_content_hash(segments)  # passthrough rows mixed with extracted ones
     if not any_language and "language" in segments.columns:
         segments = segments.drop("language")
     try:
@@ -267,7 +334,53 @@ def extract_documents(
     except SchemaError as err:
         raise SchemaError(f"the extracted files together do not form one table: {err}") from err
     timings["assemble"] = time.perf_counter() - tick
-    return ExtractResult(segments, tuple(done), tuple(skipped), timings)
+    return ExtractResult(segments, tuple(done), tuple(skipped), timings, tuple(key_reports))
+
+
+def with_content_hash(segments: pl.DataFrame) -> pl.DataFrame:
+    """``content_hash`` (SPEC §1: XXH64 hex of the text) where it is missing; page furniture
+    hashes its text with digits masked, so "Page 3 of 9" and "Page 4 of 9" are exact duplicates
+    of each other and nothing else (SPEC: furniture is deduplicated with digits masked)."""
+    from ..hashing import to_hex, xxh64
+
+    if segments.height == 0:
+        return segments.with_columns(pl.lit(None, dtype=pl.String).alias("content_hash"))
+    furniture = segments.get_column("segment_type").cast(pl.String) == "page_furniture"
+    texts = segments.get_column("text").cast(pl.String).fill_null("")
+    if furniture.any():
+        # The same rule as pdflayout.mask_digits (every run of digits -> "0"), columnar.
+        texts = pl.select(pl.when(furniture).then(texts.str.replace_all(r"\d+", "0"))
+                          .otherwise(texts)).to_series()
+    hashes = pl.Series("content_hash", to_hex(xxh64(texts.to_arrow())), dtype=pl.String)
+    if "content_hash" in segments.columns:
+        hashes = segments.get_column("content_hash").cast(pl.String).fill_null(hashes)
+    return segments.with_columns(hashes)
+
+
+def _parse_pdfs(files: list[_File], workers: int | None) -> dict[Path, ParsedDoc | str]:
+    """PDFs in worker processes (always: a native crash must not end the run)."""
+    if not files:
+        return {}
+    count = max(1, workers) if workers is not None else min(_cpu_count(), 8)
+    answers = parse_isolated([(str(f.path), f.display) for f in files], count)
+    out: dict[Path, ParsedDoc | str] = {}
+    for file, answer in zip(files, answers, strict=True):
+        if "error" in answer:
+            out[file.absolute] = str(answer["error"])
+            continue
+        doc = ParsedDoc()
+        doc.texts = list(answer["texts"])
+        doc.types = list(answer["types"])
+        doc.sections = list(answer["sections"])
+        doc.levels = list(answer["levels"])
+        doc.runs = list(answer["runs"])
+        doc.pages_start = list(answer["page_start"])
+        doc.pages_end = list(answer["page_end"])
+        doc.title = next((t for t, ty, lv in zip(doc.texts, doc.types, doc.levels,
+                                                 strict=True)
+                          if ty == "heading" and lv == 1), None)
+        out[file.absolute] = doc
+    return out
 
 
 def _key_columns(key_columns: Sequence[str] | str | None) -> list[str] | None:
@@ -401,13 +514,17 @@ _WORKER = (
 
 def _claim(claimed: dict[str, str], file: _File) -> None:
     """Refuse a second file whose path maps to an existing ``doc_id`` (``a.md``, ``a.txt``)."""
-    other = claimed.get(file.doc_id)
+    _claim_id(claimed, file.doc_id, file)
+
+
+def _claim_id(claimed: dict[str, str], doc_id: str, file: _File) -> None:
+    other = claimed.get(doc_id)
     if other is not None:
         raise InputError(
-            f"{file.display} and {other} both map to doc_id {file.doc_id!r} (the path without "
+            f"{file.display} and {other} both map to doc_id {doc_id!r} (the path without "
             f"its extension); rename one, or extract them separately, {_SKIP_HINT}"
         )
-    claimed[file.doc_id] = file.rel
+    claimed[doc_id] = file.rel
 
 
 def _discover(paths: PathsInput, root: str | Path | None) -> list[_File]:
@@ -554,15 +671,28 @@ def _documents_chunk(pending: list[tuple[_File, ParsedDoc, str | None]]) -> pl.D
         "language": _doc_level([lang for _, _, lang in pending], pl.String(), index),
         "created_at": created.gather(index).cast(pl.Datetime("us")).dt.replace_time_zone("UTC"),
         "_run": pl.Series(chain("runs"), dtype=pl.Int32),
+        "page_start": pl.Series(chain("pages_start"), dtype=pl.Int32),
+        "page_end": pl.Series(chain("pages_end"), dtype=pl.Int32),
     })
     return _finish(frame)
 
 
-def _table_chunk(file: _File, rows: pl.DataFrame, language: str | None) -> pl.DataFrame:
+def _table_chunk(file: _File, doc_id: str, table: TableRows,
+                 language: str | None) -> pl.DataFrame:
+    """One ``table_row`` per row, then the summary segment (last, so row ids stay
+    ``{doc_id}#{row}``)."""
+    rows = table.rows.with_columns(pl.lit("table_row", dtype=pl.String).alias("segment_type"))
+    if table.summary is not None:
+        head = pl.DataFrame({
+            "text": [table.summary], "keys": pl.Series([None], dtype=pl.List(pl.String)),
+            "row_values": pl.Series([None], dtype=pl.String),
+            "segment_type": ["table_summary"],
+        })
+        rows = pl.concat([rows.select(head.columns), head])
     frame = rows.select(
-        pl.lit(file.doc_id, dtype=pl.String).alias("doc_id"),
+        pl.lit(doc_id, dtype=pl.String).alias("doc_id"),
         pl.col("text"),
-        pl.lit("table_row", dtype=pl.String).alias("segment_type"),
+        pl.col("segment_type"),
         pl.int_range(pl.len(), dtype=pl.Int32).alias("position"),
         pl.lit(None, dtype=pl.String).alias("section"),
         pl.lit(None, dtype=pl.Int8).alias("heading_level"),
@@ -570,8 +700,11 @@ def _table_chunk(file: _File, rows: pl.DataFrame, language: str | None) -> pl.Da
         pl.lit(file.fmt, dtype=pl.String).alias("doc_type"),
         pl.lit(language, dtype=pl.String).alias("language"),
         pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("created_at"),
-        pl.lit(0, dtype=pl.Int32).alias("_run"),
+        # The summary stands apart from the rows: it is nobody's neighbour.
+        pl.when(pl.col("segment_type") == "table_summary").then(-1).otherwise(0)
+        .cast(pl.Int32).alias("_run"),
         pl.col("keys"),
+        pl.col("row_values"),
     )
     return _finish(frame)
 

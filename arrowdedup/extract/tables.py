@@ -74,17 +74,39 @@ def read_delimited(
 
     ``keys`` holds "column: value" for each key column, or is null without key columns.
     """
-    empty = pl.DataFrame(schema={"text": pl.String, "keys": pl.List(pl.String)})
-    if not text.strip():
-        return empty
-    names, header_lines = _header(text, tsv, display)
+    frame = read_delimited_frame(text, display, tsv=tsv)
     if key_columns:
-        missing = [k for k in key_columns if k not in names]
+        missing = [k for k in key_columns if k not in frame.columns]
         if missing:
             raise InputError(
-                f"{display}: key column(s) {missing} not in the header (columns: {names}); "
-                f"fix --key-columns, {_SKIP_HINT}"
+                f"{display}: key column(s) {missing} not in the header (columns: "
+                f"{frame.columns}); fix --key-columns, {_SKIP_HINT}"
             )
+    names = frame.columns
+    parts = [
+        pl.when(pl.col(n) != "").then(pl.lit(f"{n}: ") + pl.col(n)) for n in names
+    ]
+    if key_columns:
+        keys: pl.Expr = pl.concat_list([pl.lit(f"{k}: ") + pl.col(k) for k in key_columns])
+    else:
+        keys = pl.lit(None, dtype=pl.List(pl.String))
+    if not names:
+        return pl.DataFrame(schema={"text": pl.String, "keys": pl.List(pl.String)})
+    return (
+        frame.select(
+            text=pl.concat_str(parts, separator="\n", ignore_nulls=True),
+            keys=keys,
+        )
+        .filter(pl.col("text") != "")
+    )
+
+
+def read_delimited_frame(text: str, display: str, *, tsv: bool) -> pl.DataFrame:
+    """One CSV/TSV file as a frame of String columns (header names; no rows when empty)."""
+    if not text.strip():
+        return pl.DataFrame()
+    names, header_lines = _header(text, tsv, display)
+    empty = pl.DataFrame(schema=dict.fromkeys(names, pl.String))
     data = text.split("\n", header_lines)[-1] if text.count("\n") >= header_lines else ""
     if not data.strip():
         return empty
@@ -130,17 +152,4 @@ def read_delimited(
         )
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
-    parts = [
-        pl.when(pl.col(n) != "").then(pl.lit(f"{n}: ") + pl.col(n)) for n in names
-    ]
-    if key_columns:
-        keys: pl.Expr = pl.concat_list([pl.lit(f"{k}: ") + pl.col(k) for k in key_columns])
-    else:
-        keys = pl.lit(None, dtype=pl.List(pl.String))
-    return (
-        frame.select(
-            text=pl.concat_str(parts, separator="\n", ignore_nulls=True),
-            keys=keys,
-        )
-        .filter(pl.col("text") != "")
-    )
+    return frame

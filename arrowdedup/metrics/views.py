@@ -33,6 +33,7 @@ import polars as pl
 
 from ..errors import StoreError
 from ..store import CURRENT, Store, open_store
+from .keys import create_keys_view
 
 CORPUS_METRICS = (
     "dedup_ratio_ingestion",
@@ -146,6 +147,7 @@ def connect(
                         + _group_view("language", "d.language", ""))
         else:
             con.execute("DROP VIEW IF EXISTS dedup_by_language")
+        create_keys_view(con)
     except duckdb.Error as err:
         raise StoreError(
             f"cannot open the Parquet files of store {root} in DuckDB ({err}); "

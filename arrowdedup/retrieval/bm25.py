@@ -76,7 +76,9 @@ def build_bm25_index(version_dir: Path, kept: pl.DataFrame) -> None:
     if kept.height == 0 or "text" not in kept.columns:
         return
     bm25s = _bm25s()
-    corpus_ids, vocab = token_ids(kept.get_column("text"))
+    from .keys import indexed_text
+
+    corpus_ids, vocab = token_ids(indexed_text(kept))  # the text plus its key values
     if not vocab:
         # No text has a single indexable token (bm25s fails on an empty vocabulary): the
         # store simply has no BM25 index, as a store without text would not.

@@ -23,13 +23,15 @@ from ..embed import Embedder
 from ..errors import InputError
 from ..store import Store, open_store
 from .crossdoc import duplicate_of
+from .keys import linked_rows
 from .search import Query, SearchResult, StoreView, search, store_view
 
 
 @dataclasses.dataclass
 class Context:
     """The segments of a context (``segments``: doc_id, segment_id, text, position, section,
-    origin 'retrieved' | 'expanded', rank) and its Markdown rendering."""
+    origin 'retrieved' | 'expanded' | 'linked', rank, linked_by (the shared key of a linked
+    segment, else null)) and its Markdown rendering."""
 
     query: str
     segments: pl.DataFrame
@@ -84,8 +86,12 @@ def build_context(
     mode: str = "hybrid",
     config: DedupConfig | None = None,
     embedder: str | Embedder | None = None,
+    expand_keys: bool = False,
+    key_limit: int = 5,
 ) -> Context:
-    """Search, then expand each result with up to ``expand`` neighbours and dedupe again."""
+    """Search, then expand each result with up to ``expand`` neighbours and, with
+    ``expand_keys``, up to ``key_limit`` segments of other documents per key it shares
+    (:mod:`.keys`); dedupe again."""
     if expand < 0:
         raise InputError(f"expand = {expand} is invalid: give 0 or more neighbours")
     st = open_store(store)
@@ -95,6 +101,7 @@ def build_context(
     rows = [int(r) for r in result.rows]
     origin = ["retrieved"] * len(rows)
     rank = list(range(1, len(rows) + 1))
+    linked_by: list[str | None] = [None] * len(rows)
     seen = set(rows)
     for row, r in _expansions(view, result.rows, expand):
         if row not in seen:
@@ -102,6 +109,15 @@ def build_context(
             rows.append(row)
             origin.append("expanded")
             rank.append(r)
+            linked_by.append(None)
+    if expand_keys:
+        for row, r, key in linked_rows(st, result.rows, key_limit):
+            if row not in seen:
+                seen.add(row)
+                rows.append(row)
+                origin.append("linked")
+                rank.append(r)
+                linked_by.append(key)
     idx = np.asarray(rows, dtype=np.int64)
     dropped = 0
     if cfg.retrieval.enabled and view.vectors is not None and idx.size:
@@ -116,12 +132,14 @@ def build_context(
         idx = idx[keep]
         origin = [o for o, kk in zip(origin, keep, strict=True) if kk]
         rank = [r for r, kk in zip(rank, keep, strict=True) if kk]
+        linked_by = [k for k, kk in zip(linked_by, keep, strict=True) if kk]
     cols = [c for c in ("doc_id", "segment_id", "text", "position", "section", "title")
             if c in view.frame.columns]
     segments = view.frame[idx.tolist()].select(cols) if idx.size else view.frame.select(cols) \
         .clear()
     segments = segments.with_columns(pl.Series("origin", origin, dtype=pl.String),
-                                     pl.Series("rank", rank, dtype=pl.Int32))
+                                     pl.Series("rank", rank, dtype=pl.Int32),
+                                     pl.Series("linked_by", linked_by, dtype=pl.String))
     text = query if isinstance(query, str) else \
         " | ".join(query) if isinstance(query, list) else "(vector query)"
     return Context(query=text, segments=segments, search=result, dropped=dropped)
@@ -146,7 +164,8 @@ def render_markdown(query: str, segments: pl.DataFrame) -> str:
         lines.append("")
         for r in part.iter_rows(named=True):
             mark = f"retrieved #{r['rank']}" if r["origin"] == "retrieved" else \
-                f"expanded, context for #{r['rank']}"
+                f"linked by `{r['linked_by']}`, context for #{r['rank']}" \
+                if r["origin"] == "linked" else f"expanded, context for #{r['rank']}"
             where = f" · {r['section']}" if r.get("section") else ""
             lines.append(f"**[{mark}]** `{r['segment_id']}`{where}")
             lines.append("")

@@ -45,11 +45,12 @@ from .bm25 import Bm25Index, load_bm25
 from .crossdoc import FactArrays, displaced_lists, duplicate_of, fact_arrays, language_codes
 from .dense import cosine_scores, top_n, unit_queries
 from .fusion import SearchMode, competition_rank, group_rank, mode_weights, rrf, score_order
+from .rerank import Reranker, rerank_order
 
 log = logging.getLogger("arrowdedup.retrieval")
 
 RESULT_COLUMNS = ("rank", "doc_id", "segment_id", "text", "rrf", "score", "rank_dense",
-                  "rank_bm25", "rank_salience", "rank_freshness", "displaced_ids")
+                  "rank_bm25", "rank_salience", "rank_freshness", "rank_rerank", "displaced_ids")
 VIEW_COLUMNS = ("doc_id", "segment_id", "text", "segment_type", "position", "salience",
                 "created_at", "language", "section", "neighbours_before", "neighbours_after",
                 "title", "doc_type", "fact_signature")
@@ -119,6 +120,10 @@ class StoreView:
             pl.col("text").cast(pl.String)).to_arrow().combine_chunks()
         self.salience, self.salience_known = self._salience()
         self.fresh, self.fresh_known = self._freshness()
+        # Page furniture (running headers, footers) is kept out of search by default.
+        self.furniture = (self.frame.get_column("segment_type").cast(pl.String)
+                          == "page_furniture").to_numpy() \
+            if "segment_type" in self.frame.columns else np.zeros(self.frame.height, bool)
         self._row_of: dict[str, int] | None = None
 
     @property
@@ -255,12 +260,17 @@ def search(
     mode: str | SearchMode = "hybrid",
     config: DedupConfig | None = None,
     embedder: str | Embedder | None = None,
+    *,
+    reranker: Reranker | None = None,
+    include_page_furniture: bool = False,
 ) -> SearchResult:
     """Search a store: RRF over dense, BM25, salience and freshness ranks, cross-doc dedup, top K.
 
     ``query`` is a string, a list of strings (fused: each signal keeps its best score), or a
     1-D vector of the store's dimension. ``config=None`` uses the store's recorded config; text
-    queries are embedded with the store's model or ``embedder``.
+    queries are embedded with the store's model or ``embedder``. ``reranker``: see
+    :mod:`arrowdedup.retrieval.rerank` (reorders the candidates that pass the floor, before
+    dedup). Page furniture is left out unless ``include_page_furniture``.
     """
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
@@ -317,6 +327,8 @@ def search(
 
     t = time.perf_counter()
     cand = np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+    if not include_page_furniture:
+        cand = cand[~view.furniture[cand]]
     ranks: dict[str, np.ndarray] = {}
     unit = np.zeros((cand.size, 0), np.float32)
     usable = np.zeros(cand.size, dtype=bool)
@@ -334,6 +346,16 @@ def search(
     passed = np.flatnonzero(norm >= cfg.retrieval.min_relevance_score)
     order = passed[score_order(raw[passed], view.segment_ids[cand[passed]])]
     timings["fuse"] = time.perf_counter() - t
+    rerank_rank: np.ndarray | None = None
+    if reranker is not None and order.size:
+        if not texts:
+            raise InputError("a reranker needs a text query (it scores the query against the "
+                             "texts); pass the text, or search without reranker=")
+        t = time.perf_counter()
+        texts_in_order = view.core.column("text").take(pa.array(cand[order])).to_pylist()
+        order = order[rerank_order(reranker, "\n".join(texts), texts_in_order)]
+        rerank_rank = np.arange(1, order.size + 1)
+        timings["rerank"] = time.perf_counter() - t
 
     t = time.perf_counter()
     ranked_rows = cand[order]
@@ -365,6 +387,8 @@ def search(
         pl.Series("rrf", raw[order[top]], dtype=pl.Float64),
         pl.Series("score", norm[order[top]], dtype=pl.Float64),
         rank_col("dense"), rank_col("bm25"), rank_col("salience"), rank_col("freshness"),
+        pl.Series("rank_rerank", [None] * top.size if rerank_rank is None else rerank_rank[top],
+                  dtype=pl.Int32),
         pl.Series("displaced_ids", displaced[: top.size]),
     ])
     timings["total"] = time.perf_counter() - t_start
