@@ -22,6 +22,12 @@ def need(path: Path) -> Path:
     return path
 
 
+def word(i: int) -> str:
+    """A distinct plain lower-case word for ``i`` ("bcq" for 12): texts built from such words
+    state no fact (arrowdedup.facts), so the fact guard lets cosine decide."""
+    return "".join(chr(97 + int(c)) for c in str(i)) + "q"
+
+
 def unit(v: np.ndarray) -> np.ndarray:
     return (v / np.linalg.norm(v)).astype(np.float32)
 

@@ -38,7 +38,7 @@ def corpus(seed: int = 7) -> pl.DataFrame:
         ("misc-1", None, "de", "iota", base[8], 0.8),
         ("misc-1", None, "de", "kappa", base[9], 0.7),
     ]
-    rows += [("spam-1", "spam", "en", f"buy now {i}", near(base[10]) if i else base[10], 0.9)
+    rows += [("spam-1", "spam", "en", "buy now" + "!" * i, near(base[10]) if i else base[10], 0.9)
              for i in range(6)]
     rows += [("spam-1", "spam", "en", "unrelated", base[11], 0.5)]
     docs = [r[0] for r in rows]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from arrowdedup import (
     LshMethod,
     Mode,
     RetrievalConfig,
+    fact_conflict,
     ingest,
     open_store,
     verify_store,
@@ -43,7 +45,10 @@ STORES = settings(max_examples=8, deadline=None,
                                          HealthCheck.function_scoped_fixture])
 
 TEXTS = ["alpha beta gamma", "alpha beta gamma delta", "the same words", "boilerplate footer",
-         "copyright notice", "lorem ipsum dolor", "an entirely different sentence", "x"]
+         "copyright notice", "lorem ipsum dolor", "an entirely different sentence", "x",
+         # Texts that state facts, so the fact guard has pairs to refuse and to allow.
+         "listen on port 8080", "listen on port 9090", "do not restart", "restart it",
+         "use --flag-a", "use --flag-a and port 8080", "enable it", "disable it"]
 
 
 @st.composite
@@ -143,6 +148,14 @@ def _group_key(frame: pl.DataFrame) -> list[tuple[str, ...]]:
     return list(frame.select(cols).iter_rows())
 
 
+def _refused(frame: pl.DataFrame, i: int, j: int) -> bool:
+    """The public fact rule: may row ``i`` not merge into row ``j``?"""
+    lang = frame.get_column("language")[i] if "language" in frame.columns else None
+    return fact_conflict(frame.get_column("text")[i], frame.get_column("text")[j],
+                         segment_type=frame.get_column("segment_type")[i],
+                         language=lang) is not None
+
+
 def check_no_concept_loss_and_boundaries(frame: pl.DataFrame, result: IngestionResult,
                                          cfg: DedupConfig) -> None:
     dec = result.decisions
@@ -173,6 +186,9 @@ def check_no_concept_loss_and_boundaries(frame: pl.DataFrame, result: IngestionR
             cos = float(unit[i] @ unit[j])
             assert cos >= thr - TOL, f"merged at cosine {cos} < {thr}"
             assert abs(sims[i] - cos) < 1e-4
+            if cfg.ingestion.fact_guard:
+                # No concept loss: the representative states every fact of what it absorbed.
+                assert not _refused(frame, i, j), "a merge lost a fact"
     kept_ids = [s for s, a in zip(dec.get_column("segment_id").to_list(), actions, strict=True)
                 if a == "kept"]
     assert result.kept.get_column("segment_id").to_list() == kept_ids  # input order
@@ -188,15 +204,19 @@ def check_exact_mode_is_complete(frame: pl.DataFrame, result: IngestionResult,
     kept = [i for i, a in enumerate(actions) if a == "kept" and usable[i]]
     for a_i, i in enumerate(kept):
         for j in kept[a_i + 1:]:
-            if keys[i] == keys[j]:
-                assert float(unit[i] @ unit[j]) < thr + TOL
-    oracle = _oracle(frame, unit, usable, thr, cfg.ingestion.salience_threshold)
+            if keys[i] == keys[j] and float(unit[i] @ unit[j]) >= thr + TOL:
+                # Only the fact guard keeps two near duplicates apart.
+                assert cfg.ingestion.fact_guard and (_refused(frame, i, j)
+                                                     or _refused(frame, j, i))
+    guard = (lambda r, s: _refused(frame, r, s)) if cfg.ingestion.fact_guard else None
+    oracle = _oracle(frame, unit, usable, thr, cfg.ingestion.salience_threshold, guard)
     if oracle is not None:
         assert actions == oracle
 
 
 def _oracle(frame: pl.DataFrame, unit: np.ndarray, usable: np.ndarray, thr: float,
-            sal_thr: float) -> list[str] | None:
+            sal_thr: float, refused: Callable[[int, int], bool] | None = None
+            ) -> list[str] | None:
     """SPEC §2 step by step, in plain Python; None when a pair sits within TOL of thr."""
     n = frame.height
     keys = _group_key(frame)
@@ -218,10 +238,10 @@ def _oracle(frame: pl.DataFrame, unit: np.ndarray, usable: np.ndarray, thr: floa
                 out[r] = "dropped_exact"
                 continue
             if usable[r]:
-                cos = [float(unit[s] @ unit[r]) for s in selected if usable[s]]
-                if any(abs(c - thr) < TOL for c in cos):
+                pairs = [(s, float(unit[s] @ unit[r])) for s in selected if usable[s]]
+                if any(abs(c - thr) < TOL for _, c in pairs):
                     return None
-                if any(c >= thr for c in cos):
+                if any(c >= thr and (refused is None or not refused(r, s)) for s, c in pairs):
                     out[r] = "merged_near"
                     continue
             selected.append(r)
@@ -444,7 +464,15 @@ def test_search_results_keep_rank_order_and_have_no_duplicates(
     unit, usable = _matrix(frame)
     lang = frame.get_column("language").to_list()
     rows = [index[s] for s in ids]
+    texts = frame.get_column("text").to_list()
+    types = frame.get_column("segment_type").to_list()
     for a, i in enumerate(rows):
         for j in rows[a + 1:]:
-            if lang[i] == lang[j] and usable[i] and usable[j]:
-                assert float(unit[i] @ unit[j]) < thr + TOL, "a cross-doc duplicate survived"
+            if lang[i] == lang[j] and usable[i] and usable[j] and \
+                    float(unit[i] @ unit[j]) >= thr + TOL:
+                # Only the fact guard keeps a cosine duplicate: the better-ranked result
+                # does not cover the later one's facts.
+                assert fact_conflict(texts[j], texts[i], segment_type=types[j],
+                                     language=lang[j]) is not None or \
+                    fact_conflict(texts[j], texts[i], segment_type=types[i],
+                                  language=lang[j]) is not None, "a cross-doc duplicate survived"

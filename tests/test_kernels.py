@@ -168,6 +168,9 @@ def test_numba_numpy_and_spec_agree(seed: int, n: int) -> None:
     guarded, guarded_rep = spec_transcription(frame, DedupConfig())
     result = ingest_mod.ingest(frame, DedupConfig())
     assert result.decisions.get_column("action").cast(pl.String).to_list() == guarded
+    rep_ids = result.decisions.get_column("representative_id").to_list()
+    ids = frame.get_column("segment_id").to_list()
+    assert rep_ids == [None if r < 0 else ids[r] for r in guarded_rep]
     result = ingest_mod.ingest(frame, cfg)
     assert result.decisions.get_column("action").cast(pl.String).to_list() == expected_action
 

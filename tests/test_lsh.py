@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import polars as pl
 import pytest
-from conftest import ROOT, segments_frame
+from conftest import ROOT, segments_frame, word
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_kernels_blocked import THR, clear_of_band, inputs, planted, random_facts
@@ -85,7 +85,7 @@ def corpus(m: int, seed: int) -> pl.DataFrame:
     u = x / np.linalg.norm(x, axis=1, keepdims=True)
     # Text of a row: words drawn from the nearest "cluster" so duplicates overlap in text.
     anchor = np.argmax(u @ u[: m // 2].T, axis=1) if m > 1 else np.zeros(m, int)
-    vocab = np.array([f"w{i}" for i in range(5000)])
+    vocab = np.array([word(i) for i in range(5000)])  # plain words: no facts
     texts = []
     for i in range(m):
         base = np.random.default_rng(int(anchor[i])).choice(vocab, 12)

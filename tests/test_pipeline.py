@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
-from conftest import segments_frame
+from conftest import segments_frame, word
 from typer.testing import CliRunner
 
 from arrowdedup import SchemaError, ingest, open_store, write_store
@@ -29,7 +29,7 @@ def corpus(docs: int = 30, per_doc: int = 40, dim: int = 16, seed: int = 0) -> p
         copies = copies + 0.05 * rng.standard_normal(copies.shape).astype(np.float32)
         x = np.concatenate([base, copies])
         for i in range(per_doc):
-            texts.append(f"doc {d} text {i % (per_doc - 3)}")  # some exact copies
+            texts.append(f"doc {word(d)} text {word(i % (per_doc - 3))}")  # some exact copies
             embs.append(x[i])
             doc_ids.append(f"doc-{d}")
     frame = segments_frame(texts, embs, doc_id=doc_ids,

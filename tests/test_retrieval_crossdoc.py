@@ -11,7 +11,15 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import DedupConfig, NoEmbeddingsWarning, RetrievalConfig, SchemaError, dedupe_ranked
+from arrowdedup import (
+    DedupConfig,
+    NoEmbeddingsWarning,
+    NoFactsWarning,
+    RetrievalConfig,
+    SchemaError,
+    dedupe_ranked,
+    kernels,
+)
 from arrowdedup.retrieval.crossdoc import greedy_ranked, greedy_ranked_numpy
 
 
@@ -73,13 +81,40 @@ def test_warns_once_when_no_row_has_an_embedding():
     frame = ranked(["a", "b", "c"], [None, np.zeros(3), None])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = dedupe_ranked(frame)
+        out = dedupe_ranked(frame.with_columns(text=pl.lit("same words")))
     assert [w.category for w in caught] == [NoEmbeddingsWarning]
     assert out.height == 3
 
 
+def test_warns_when_results_carry_no_text_and_no_signature():
+    frame = ranked(["a", "b"], [np.ones(3), np.ones(3)])
+    with pytest.warns(NoFactsWarning, match="cosine alone"):
+        out = dedupe_ranked(frame)
+    assert out.get_column("segment_id").to_list() == ["a"]  # cosine-only: a duplicate
+    off = DedupConfig(retrieval=RetrievalConfig(fact_guard=False))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dedupe_ranked(frame, off).height == 1
+
+
+def test_fact_guard_keeps_different_facts_apart():
+    # SPEC §4 step 5: "Upgrade from 3.4 to 3.5" is not a duplicate of "Upgrade from 3.3 to 3.4".
+    texts = ["Upgrade from 3.3 to 3.4", "Upgrade from 3.4 to 3.5", "Upgrade from 3.3 to 3.4!"]
+    frame = ranked(["a", "b", "c"], [np.ones(4)] * 3).with_columns(text=pl.Series(texts))
+    out = dedupe_ranked(frame)
+    assert out.get_column("segment_id").to_list() == ["a", "b"]
+    assert out.get_column("displaced_ids").to_list() == [["c"], []]
+    off = DedupConfig(retrieval=RetrievalConfig(fact_guard=False))
+    assert dedupe_ranked(frame, off).get_column("segment_id").to_list() == ["a"]
+    # A stored signature column is read instead of the text, with the same decisions.
+    from arrowdedup import fact_signatures
+
+    signed = frame.with_columns(fact_signatures(frame.get_column("text"))).drop("text")
+    assert dedupe_ranked(signed).get_column("segment_id").to_list() == ["a", "b"]
+
+
 def test_no_warning_when_some_row_has_an_embedding():
-    frame = ranked(["a", "b"], [None, np.ones(3)])
+    frame = ranked(["a", "b"], [None, np.ones(3)]).with_columns(text=pl.lit("x"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert dedupe_ranked(frame).height == 2
@@ -222,8 +257,16 @@ def test_numba_kernel_equals_numpy_twin(p):
     m /= np.linalg.norm(m, axis=1, keepdims=True)
     usable = rng.random(n) > null_share
     lang = rng.integers(0, max(langs, 1), n).astype(np.int64)
-    a = greedy_ranked(m, usable, lang, thr)
+    off, val, modes = kernels.no_facts(n)
+    a = greedy_ranked(m, usable, lang, thr, off, val, modes, False)
     b = greedy_ranked_numpy(m, usable, lang, thr)
+    assert np.array_equal(a, b)
+    # With random fact signatures, the guarded kernel equals the guarded twin.
+    from test_kernels_blocked import random_facts
+
+    facts = random_facts(n, seed % 10_000)
+    a = greedy_ranked(m, usable, lang, thr, *facts, True)
+    b = greedy_ranked_numpy(m, usable, lang, thr, facts)
     assert np.array_equal(a, b)
 
 
