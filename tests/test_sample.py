@@ -96,7 +96,7 @@ def test_planted_near_duplicates_merge_into_one(sample) -> None:
 def test_paraphrases_that_add_a_fact_are_refused(sample) -> None:
     """docs/authentication says one rule three ways, two of them with a fact more: the fact
     guard keeps both, and says why."""
-    out, _, decisions = sample
+    _, _, decisions = sample
     auth = decisions.filter(pl.col("doc_id") == "docs/authentication",
                             pl.col("guard_refused_id").is_not_null())
     reasons = dict(zip(auth.get_column("text").str.slice(0, 22).to_list(),
