@@ -322,13 +322,17 @@ def _scan(
     out_rows = np.empty(cap, dtype=np.int64)
     n_out = 0
     scratch = np.empty(4096, dtype=np.uint8)
-    num_buf = np.empty(128, dtype=np.uint8)
+    num_buf = np.empty(128, dtype=np.uint8)  # a number waiting for its unit word
+    parse_buf = np.empty(128, dtype=np.uint8)  # the number being read (never the waiting one)
     unit_buf = np.empty(4096, dtype=np.uint8)
     for r in range(n):
         s = offsets[r]
         e = offsets[r + 1]
         if e - s > 1_000_000:
             e = s + 1_000_000  # facts of a huge text beyond 1 MB are not read
+        row_first = n_out
+        title_words = 0
+        lower_words = 0
         out, out_rows, n_out = _quoted(data, s, e, r, out, out_rows, n_out, scratch)
         # 2. Chunks.
         sentence_start = True
@@ -365,6 +369,9 @@ def _scan(
             ends_sentence = False
             while cs < ce:
                 cp, ln = _decode(data, cs, ce)
+                if (cp == 35 or cp == 126) and cs + 1 < ce and 48 <= data[cs + 1] <= 57:
+                    cs += 1  # "#123", "~26%": the number is the fact
+                    continue
                 c = _cls(cp)
                 if (c == C_PUNCT or c == C_APOS) and cp != 45 and cp != 46 and cp != 47 \
                         and cp != 126 and cp != 36 and cp != 64 and cp != 35:
@@ -542,7 +549,7 @@ def _scan(
                         q = ps + 1 if (signed or v_num) else ps
                         w = 0
                         if signed:
-                            num_buf[0] = 45
+                            parse_buf[0] = 45
                             w = 1
                         groups = 0
                         dots = 0
@@ -554,7 +561,7 @@ def _scan(
                         while q < pe and w < 60:
                             b0 = int(data[q])
                             if 48 <= b0 <= 57:
-                                num_buf[w] = b0
+                                parse_buf[w] = b0
                                 w += 1
                                 cur += 1
                                 q += 1
@@ -572,7 +579,7 @@ def _scan(
                                     commas += 1
                                 else:
                                     colons += 1
-                                num_buf[w] = b0
+                                parse_buf[w] = b0
                                 w += 1
                                 q += 1
                             else:
@@ -605,12 +612,12 @@ def _scan(
                             if dots == 3 and commas == 0 and not v_num and unit_at < 0:
                                 kind = K_IDENT  # an IP address
                                 for z in range(w):
-                                    scratch[z] = num_buf[z]
+                                    scratch[z] = parse_buf[z]
                                 use_scratch = w
                             elif colons > 0:
                                 kind = K_DATE  # a clock time
                                 for z in range(w):
-                                    scratch[z] = num_buf[z]
+                                    scratch[z] = parse_buf[z]
                                 use_scratch = w
                             else:
                                 thousands = 0
@@ -628,7 +635,7 @@ def _scan(
                                 z2 = 0
                                 saw_point = False
                                 for z in range(w):
-                                    b0 = num_buf[z]
+                                    b0 = parse_buf[z]
                                     if thousands != 0 and b0 == thousands:
                                         continue
                                     if decimal != 0 and b0 == decimal:
@@ -685,6 +692,10 @@ def _scan(
                                 we -= 4
                         idx = _word_index(data, ps, we, scratch, word_keys, word_filter)
                         title = n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2
+                        if title:
+                            title_words += 1
+                        elif _is_lower(first_cp):
+                            lower_words += 1
                         if idx >= 0:
                             val = word_values[idx]
                             vk = int(val >> np.uint64(61))
@@ -772,6 +783,11 @@ def _scan(
         if pend_num >= 0:
             out, out_rows, n_out = _push(out, out_rows, n_out, r,
                                          _xxh64_one(num_buf, 0, pend_num), pend_kind)
+        if title_words >= 3 and title_words > lower_words:
+            # Title Case ("Chicago Shooting Shows Gap"): capitals say nothing about names.
+            for k in range(row_first, n_out):
+                if out[k] >> np.uint64(61) == np.uint64(K_NAME):
+                    out[k] = out[k] & LOW
     return out_rows[:n_out], out[:n_out]
 
 

@@ -18,8 +18,8 @@ The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted,
   ``PascalCase``, dotted names, words with digits (``node0``), backticked or quoted terms, and
   in ``code`` segments every token;
 - ``name``: a capitalised word that does not start a sentence, in languages that do not
-  capitalise ordinary words (German does: there, capitalised words are never names); all-caps
-  acronyms are not names;
+  capitalise ordinary words (German does: there, capitalised words are never names), and not
+  in a Title Case text (most words capitalised); all-caps acronyms are not names;
 - ``opposite``: a word of the closed list :data:`OPPOSITES` (enable/disable, min/max, …); it
   refuses a merge when the other segment says its antonym (a contradiction), or, for the
   strict types, when the other segment does not say it too;
@@ -168,6 +168,10 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("valid", "invalid"),
     ("required mandatory", "optional"),
     ("ascending", "descending"),
+    ("open opens opened opening", "close closes closed closing"),
+    ("acquit acquits acquitted", "convict convicts convicted"),
+    ("win wins won winning", "lose loses lost losing"),
+    ("rise rises rose rising", "fall falls fell falling"),
     ("aktivieren aktiviert aktiviere", "deaktivieren deaktiviert deaktiviere"),
     ("erlauben erlaubt", "verbieten verboten"),
     ("hinzufügen hinzugefügt", "entfernen entfernt"),

@@ -177,3 +177,24 @@ def test_huge_and_hostile_texts():
     texts = pl.Series(["`" * 10_000, '"' + "x" * 100, "a" * 2_000_000, "\ufffd" * 50, "9" * 500])
     sig = fact_signatures(texts)
     assert sig.len() == 5
+
+
+def test_number_before_a_time_or_a_number_is_kept():
+    # The number waiting for a unit word must survive a following number (found by the audit).
+    assert fact_conflict("Item 21 16:30", "Item 20 16:30") == "number"
+    assert fact_conflict("Guidelines supported: 1, 3", "Guidelines supported: 2, 3") == "number"
+    assert fact_conflict("Tip #7 is here", "Tip #3 is here") == "number"
+    assert fact_conflict("It uses ~26% of the CPU", "It uses ~25% of the CPU") == "number"
+
+
+def test_title_case_headlines_have_no_names():
+    assert fact_conflict("Chicago Shooting Shows Gap in Stepped-up Policing",
+                         "Chicago shooting shows gap in stepped-up policing") is None
+    # ... while a name in an ordinary sentence still counts.
+    assert fact_conflict("The exporter sends spans to Jaeger.",
+                         "The exporter sends spans to the backend.") == "name"
+
+
+def test_more_opposites():
+    assert fact_conflict("Stocks open lower", "Stocks close lower") == "opposite"
+    assert fact_conflict("He was acquitted", "He was convicted") == "opposite"
