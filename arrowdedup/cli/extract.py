@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from .app import QuietOpt, app, clean_errors, console, err_console
+from .app import JsonOpt, QuietOpt, app, clean_errors, console, note, print_json
 
 
 @app.command()
@@ -32,13 +32,19 @@ def extract(
         str | None,
         typer.Option(help="Language from the path, e.g. 'content/{lang}/**' (front matter wins)."),
     ] = None,
+    doc_version_from_path: Annotated[
+        str | None,
+        typer.Option(help="doc_version from the path, e.g. 'docs/v{version}/**'."),
+    ] = None,
     skip_bad_files: Annotated[
-        bool, typer.Option(help="Skip unreadable or undecodable files instead of stopping.")
+        bool, typer.Option("--skip-bad-files",
+                           help="Skip unreadable or undecodable files instead of stopping.")
     ] = False,
     workers: Annotated[
         int | None, typer.Option(help="Parsing processes (default: all cores for large inputs).")
     ] = None,
     quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Extract segments from documents into one Parquet segments table, written atomically."""
     from ..errors import InputError
@@ -49,6 +55,7 @@ def extract(
     result = extract_documents(
         paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
         skip_bad_files=skip_bad_files, workers=workers,
+        doc_version_from_path=doc_version_from_path,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     # Temp file in the same folder, then an atomic rename: a reader never sees half a file.
@@ -60,8 +67,11 @@ def extract(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    if not quiet:
-        for skipped in result.skipped:
-            err_console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False,
-                              soft_wrap=True)
+    if not quiet or as_json:
+        for line in result.left_out():
+            note(line)
+    if as_json:
+        note(f"{result.summary()} → {out}")
+        print_json({"out": str(out), **result.manifest()})
+        return
     console.print(f"{result.summary()} → {out}", markup=False, soft_wrap=True)
