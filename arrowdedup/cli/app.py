@@ -114,24 +114,44 @@ def note(message: str) -> None:
     err_console.print(message, markup=False, soft_wrap=True)
 
 
+def compact_table(title: str | None = None, **options: Any) -> Table:
+    """A table without vertical borders: a column costs one space beside it, not three, which
+    at 80 columns is the room the ids need."""
+    from rich import box
+
+    return Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+                 show_edge=False, **options)
+
+
+def table_overhead(columns: int) -> int:
+    """Characters a :func:`compact_table` of ``columns`` columns adds beyond its cells."""
+    return 3 * (columns - 1)
+
+
 def documents_table(documents: Any, limit: int = 20) -> Table:
-    width = console.width
-    table = Table(title="Per-document summary", show_lines=False)
-    # doc_id takes what the numbers leave (they need ~50 columns at most); its text is
-    # shortened from the middle, so versioned paths stay apart (docs/v3.5/… vs docs/v3.6/…).
-    doc_width = max(12, width - 58)
-    table.add_column("doc_id", justify="left", no_wrap=True, max_width=doc_width)
-    table.add_column("type", justify="left", no_wrap=True, max_width=8)
-    for col in ("in", "out", "exact", "near", "filt", "dedup", "boost"):
-        table.add_column(col, justify="right", no_wrap=True)
+    """Per-document counts. The numbers keep their full width; ``doc_id`` takes what is left,
+    wraps onto a second line when it must, and only beyond two lines is shortened from the
+    middle, so versioned paths stay apart (``docs/v3.5/install`` vs ``docs/v3.6/install``).
+    Columns: segments in / out, exact copies dropped, near duplicates merged, filtered as
+    noise, the dedup ratio and the largest salience boost."""
+    headers = ("doc_id", "type", "in", "out", "exact", "near", "filt", "dedup", "boost")
     rows = documents.sort(["dedup_ratio", "doc_id"], descending=[True, False]).head(limit)
-    for r in rows.iter_rows(named=True):
-        table.add_row(
-            middle(str(r["doc_id"]), doc_width), middle(str(r["doc_type"] or "-"), 8),
-            str(r["original_count"]), str(r["final_count"]), str(r["exact_count"]),
-            str(r["near_count"]), str(r["filtered_count"]), f"{r['dedup_ratio']:.0%}",
-            f"{r['max_salience_boost']:.2f}",
-        )
+    cells = [
+        [str(r["doc_id"]), str(r["doc_type"] or "-"), str(r["original_count"]),
+         str(r["final_count"]), str(r["exact_count"]), str(r["near_count"]),
+         str(r["filtered_count"]), f"{r['dedup_ratio']:.0%}", f"{r['max_salience_boost']:.2f}"]
+        for r in rows.iter_rows(named=True)
+    ]
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
+    room = console.width - (table_overhead(len(headers)) + sum(widths[1:]))
+    widths[0] = max(8, min(widths[0], room))
+    table = compact_table("Per-document summary")
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="left" if i < 2 else "right", no_wrap=i > 0,
+                         min_width=widths[i], max_width=widths[i],
+                         overflow="fold" if i == 0 else "ellipsis")
+    for c in cells:
+        table.add_row(middle(c[0], 2 * widths[0]), *c[1:])
     if documents.height > limit:
         table.caption = f"{limit} of {documents.height} documents, highest dedup ratio first"
     return table

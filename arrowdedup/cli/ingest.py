@@ -126,8 +126,8 @@ def _left_out_lines(manifest: dict[str, Any], limit: int = 5) -> list[str]:
     if skipped:
         names = ", ".join(str(s.get("path")) for s in skipped[:limit])
         more = f" and {len(skipped) - limit} more" if len(skipped) > limit else ""
-        lines.append(f"skipped {len(skipped)} unreadable file(s): {names}{more} (reasons in "
-                     "the manifest's skipped_files)")
+        lines.append(f"skipped {len(skipped)} unreadable file(s): {names}{more}")
+        lines.extend(f"  {s.get('path')}: {s.get('reason')}" for s in skipped[:limit])
     unsupported = (manifest.get("extract") or {}).get("unsupported_files") or []
     if unsupported:
         names = ", ".join(str(u) for u in unsupported[:limit])

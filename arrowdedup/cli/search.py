@@ -51,12 +51,14 @@ def search_payload(query: list[str], result: Any) -> dict[str, Any]:
 def results_table(title: str, results: Any, width: int) -> Table:
     """The results, readable at any width: every field kept, the text wrapped, ids shortened
     from the middle; ranks (dense/BM25/salience/freshness) and displaced ids under the id."""
-    table = Table(title=title, show_lines=True, expand=False)
+    table = Table(title=title, show_lines=True, expand=False,
+                  caption="score: normalised RRF (from ranks only); cosine: dense similarity "
+                          "to the query; ranks: dense/BM25/salience/freshness")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("cosine", justify="right", no_wrap=True)
     ids = id_width(width, share=0.28, floor=16, cap=48)
-    table.add_column("segment · ranks d/b/s/f · dups", no_wrap=True, max_width=ids,
+    table.add_column("segment\nranks d/b/s/f", no_wrap=True, max_width=ids,
                      min_width=min(ids, 16))
     table.add_column("text", ratio=1, min_width=16, overflow="fold")
     for r in results.iter_rows(named=True):

@@ -522,7 +522,8 @@ def _discover(paths: PathsInput, root: str | Path | None,
                     if fmt is not None:
                         add(Path(dirpath) / name, base, fmt)
                     elif unsupported is not None:
-                        unsupported.append(str(Path(dirpath) / name))
+                        unsupported.append(Path(os.path.relpath(
+                            os.path.abspath(Path(dirpath) / name), base)).as_posix())
         elif path.exists() or path.is_symlink():
             fmt = EXTENSIONS.get(path.suffix.lower())
             if fmt is None:
