@@ -151,7 +151,7 @@ def crowded_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for d in range(24):
         doc = f"content/en/docs/v3.{d % 7}/reference/configuration/collector-{d:02d}"
         v = unit(rng.normal(size=16))
-        for i in range(4):
+        for _i in range(4):
             texts.append(f"boilerplate {d}")  # exact copies: 75 % dedup in every document
             vectors.append(v)
             docs.append(doc)

@@ -61,10 +61,20 @@ def clean_errors(func: F) -> F:
             err_console.print(f"error: {err}", markup=False, soft_wrap=True)
             raise typer.Exit(code=1) from None
         except KeyboardInterrupt:
-            err_console.print(INTERRUPTED, markup=False, soft_wrap=True)
+            _say_interrupted()
             raise typer.Exit(code=130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+_interrupt_reported = False
+
+
+def _say_interrupted() -> None:
+    global _interrupt_reported
+    if not _interrupt_reported:
+        _interrupt_reported = True
+        err_console.print(INTERRUPTED, markup=False, soft_wrap=True)
 
 
 def load_config(path: Path | None) -> Any:
@@ -208,5 +218,10 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        err_console.print(INTERRUPTED, markup=False, soft_wrap=True)
+        _say_interrupted()
         sys.exit(130)
+    except SystemExit as done:
+        # Typer turns a Ctrl-C outside our commands (while it parses, say) into a silent 130.
+        if done.code == 130:
+            _say_interrupted()
+        raise

@@ -103,12 +103,12 @@ def ingest(
         return
     if not quiet:
         console.print(documents_table(result.documents))
-    console.print(result.summary(), markup=False, soft_wrap=True)
+    console.print(result.summary(), markup=False)
     stages = {k[len("stage_"):]: v for k, v in result.timings.items() if k.startswith("stage_")}
     if stages and not quiet:
         console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()),
                       markup=False)
-    console.print(f"store: {out} (version {version.name})", markup=False, soft_wrap=True)
+    console.print(f"store: {out} (version {version.name})", markup=False)
 
 
 def _manifest(version: Path) -> dict[str, Any]:

@@ -132,7 +132,7 @@ def stats(
                 more = f" and {len(w.doc_ids) - 10} more" if len(w.doc_ids) > 10 else ""
                 docs = f" [documents: {shown}{more}]"
             console.print(f"warning: {w.metric} = {w.value:.3f} (threshold {w.threshold:g}): "
-                          f"{w.message}{docs}", markup=False, soft_wrap=True)
+                          f"{w.message}{docs}", markup=False)
     finally:
         con.close()
 

@@ -119,16 +119,16 @@ def compute_warnings(
     if r_ratio is not None and r_ratio > retrieval:
         copies = page_copies(con)
         if copies is not None:
-            share, pages, docs = copies
+            share, pages, copied = copies
             message = (
                 f"retrieval dedup removed {r_ratio:.1%} of the results (> {retrieval:.0%}); "
                 f"{share:.0%} of the kept segments have an exact copy in another document "
-                f"({pages} page(s) appear in several documents, e.g. {', '.join(docs)}): most "
+                f"({pages} page(s) appear in several documents, e.g. {', '.join(copied)}): most "
                 "removed results are likely those copies, not too broad queries; narrow the "
                 "search to one version (--where) or ingest one copy"
             )
             out.append(MetricWarning("dedup_ratio_retrieval", r_ratio, retrieval,
-                                     tuple(docs), message))
+                                     tuple(copied), message))
         else:
             out.append(MetricWarning(
                 "dedup_ratio_retrieval", r_ratio, retrieval, (),

@@ -228,7 +228,7 @@ def version_keys(versions: pl.Series) -> np.ndarray:
 def _version_tuple(version: str) -> tuple[tuple[int, int | str], ...]:
     # Numbers compare as numbers, other parts as text ("rc1" < "rc2"); ints sort before text
     # so 3.10 > 3.10-rc1 is not claimed, but 3.10 > 3.9 always holds.
-    parts = re.findall(r"\d+|[A-Za-z]+", version)
+    parts = re.findall(r"\d+|[A-Za-z]+", re.sub(r"^\D+(?=\d)", "", version.strip()))
     return tuple((0, int(p)) if p.isdigit() else (1, p.lower()) for p in parts)
 
 
