@@ -62,9 +62,11 @@ VIEW_COLUMNS = ("doc_id", "segment_id", "text", "segment_type", "position", "sal
                 "created_at", "doc_version", "language", "section", "heading_level",
                 "code_language", "page_start", "page_end", "neighbours_before",
                 "neighbours_after", "title", "doc_type", "fact_signature")
-# Below this share of the rows a filtered dense scan gathers the allowed vectors and multiplies
-# only those; above it one product over all rows is cheaper than the gather.
-GATHER_SHARE = 0.25
+# Below this share of the rows a filtered dense scan gathers the allowed vectors (in blocks of
+# GATHER_BLOCK rows, so no large copy is made) and multiplies only those; above it one product
+# over all rows is cheaper than the gather (copying a row costs about what its dot product does).
+GATHER_SHARE = 0.2
+GATHER_BLOCK = 8192
 LOG_SCHEMA = pa.schema([
     ("time", pa.timestamp("us", tz="UTC")), ("run_id", pa.string()),
     ("query_hash", pa.string()), ("mode", pa.string()), ("k", pa.int32()),
@@ -134,7 +136,7 @@ class StoreView:
         self.fresh, self.fresh_known = self._freshness()
         self._row_of: dict[str, int] | None = None
         self._store = store
-        self._allowed: dict[str, np.ndarray] = {}
+        self._allowed: dict[str, np.ndarray | None] = {}
 
     @property
     def bm25(self) -> Bm25Index | None:
@@ -191,13 +193,14 @@ class StoreView:
         if where is None or not where.strip():
             return None
         key = where.strip()
-        rows = self._allowed.get(key)
-        if rows is None:
-            rows = filter_rows(self._store, key)
+        if key not in self._allowed:
+            rows: np.ndarray | None = filter_rows(self._store, key)
+            if rows is not None and rows.size == self.frame.height:
+                rows = None  # every row passes: the unfiltered path, without gathers
             while len(self._allowed) >= 16:
                 self._allowed.pop(next(iter(self._allowed)))
             self._allowed[key] = rows
-        return rows
+        return self._allowed[key]
 
 
 def dense_ordinal(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
@@ -503,8 +506,9 @@ def dense_scores(vectors: np.ndarray, queries: np.ndarray,
     if allowed is None or allowed.size >= GATHER_SHARE * vectors.shape[0]:
         return cosine_scores(vectors, queries)
     out = np.full((vectors.shape[0], queries.shape[0]), np.nan, dtype=np.float32)
-    if allowed.size:
-        out[allowed] = cosine_scores(np.asarray(vectors[allowed]), queries)
+    for start in range(0, allowed.size, GATHER_BLOCK):
+        rows = allowed[start:start + GATHER_BLOCK]
+        out[rows] = cosine_scores(np.asarray(vectors[rows]), queries)
     return out
 
 
