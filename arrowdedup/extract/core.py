@@ -301,7 +301,8 @@ def extract_documents(
     except SchemaError as err:
         raise SchemaError(f"the extracted files together do not form one table: {err}") from err
     timings["assemble"] = time.perf_counter() - tick
-    return ExtractResult(segments, tuple(done), tuple(skipped), timings, tuple(unsupported))
+    return ExtractResult(segments, tuple(done), tuple(skipped), timings,
+                         tuple(sorted(set(unsupported))))
 
 
 def _with_versions(segments: pl.DataFrame, files: list[_File],
