@@ -260,3 +260,54 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path, delay: float) -> None:
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert len(err.strip().splitlines()) == 1 and "interrupted" in err
+
+
+def test_results_are_frozen(built: tuple[Path, Path, str]) -> None:
+    import dataclasses
+
+    import arrowdedup as ad
+
+    _, store, _ = built
+    res = ad.search(store, "webhooks", k=2)
+    ctx = ad.build_context(store, "webhooks", k=1)
+    for obj, field in ((res, "k"), (ctx, "query")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, field, None)
+
+
+def _ingest_stderr(docs: Path, out: Path, spec: str, *, tty: bool) -> str:
+    """stderr of an ingest run whose stderr is (or is not) a terminal."""
+    import pty
+
+    env = dict(os.environ, COLUMNS="80", PYTHONPATH=str(ROOT))
+    args = [sys.executable, "-m", "arrowdedup", "ingest", str(docs), "--out", str(out), "-e",
+            spec, "--skip-bad-files"]
+    if not tty:
+        return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300,
+                              check=True).stderr
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(master)
+    assert proc.returncode == 0
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_progress_on_a_terminal_only(built: tuple[Path, Path, str], tmp_path: Path) -> None:
+    docs, _, spec = built
+    on_tty = _ingest_stderr(docs, tmp_path / "a", spec, tty=True)
+    for stage in ("extracting", "deduplicating", "writing the store"):
+        assert stage in on_tty, on_tty[-2000:]
+    piped = _ingest_stderr(docs, tmp_path / "b", spec, tty=False)
+    assert "extracting" not in piped and "\x1b[" not in piped  # no bars, no escape codes
+    assert piped.startswith("skipped 1 unreadable file(s): blob.md")

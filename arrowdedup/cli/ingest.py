@@ -92,7 +92,7 @@ def ingest(
                 raise InputError(f"{flag} applies to documents, and these inputs are segments "
                                  "tables; drop it, or add the column to the table")
         result, version = ingest_tables_to_store(inputs, out, cfg, threads=threads,
-                                                 buckets=buckets, engine=engine,
+                                                 buckets=buckets, engine=engine.lower(),
                                                  ray_address=ray_address)
     manifest = _manifest(version)
     for line in _left_out_lines(manifest):

@@ -69,7 +69,8 @@ def _group_rows(con: Any, view: str) -> tuple[list[str], list[tuple[Any, ...]]]:
 @clean_errors
 def stats(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
-    fmt: Annotated[StatsFormat, typer.Option("--format", "-f", help="Output format.")] =
+    fmt: Annotated[StatsFormat, typer.Option("--format", "-f", help="Output format.",
+                                             case_sensitive=False)] =
     StatsFormat.TABLE,
     sql: Annotated[str | None, typer.Option("--sql", help="A SQL query against the views.")] =
     None,
