@@ -149,6 +149,25 @@ def test_stats_verify_extract_context_report_fit(built: tuple[Path, Path, str],
             assert_fits(out, width)
 
 
+@pytest.mark.parametrize("width", [80, 200])
+def test_calibrate_table_fits(tmp_path: Path, width: int) -> None:
+    need(M2V_MODEL)
+    pairs = tmp_path / "pairs.tsv"
+    rows = ["sentence1\tsentence2\tlabel",
+            "The cat sat on the mat.\tA cat was sitting on the mat.\t1",
+            "Rotate the keys every 90 days.\tKeys rotate every 90 days.\t1",
+            "The server listens on port 4317.\tBake the bread for an hour.\t0",
+            "Enable TLS on the collector.\tDisable TLS on the collector.\t0"]
+    pairs.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    code, out, err = run(["calibrate", str(pairs), "--embedder", f"model2vec:{M2V_MODEL}"],
+                         width)
+    assert code == 0, err
+    assert_fits(out, width)
+    assert "precision" in out and "false merges" in out
+    code, out, _ = run(["calibrate", str(pairs), "-e", f"model2vec:{M2V_MODEL}", "--json"])
+    assert code == 0 and json.loads(out)
+
+
 def test_json_everywhere_is_one_document_on_stdout(built: tuple[Path, Path, str],
                                                    tmp_path: Path) -> None:
     docs, store, spec = built

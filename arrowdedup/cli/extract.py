@@ -52,11 +52,14 @@ def extract(
 
     if out.is_dir():
         raise InputError(f"--out {out} is a folder; give a file name such as segments.parquet")
-    result = extract_documents(
-        paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
-        skip_bad_files=skip_bad_files, workers=workers,
-        doc_version_from_path=doc_version_from_path,
-    )
+    from ..progress import spinner
+
+    with spinner("extracting", quiet=quiet or as_json):
+        result = extract_documents(
+            paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
+            skip_bad_files=skip_bad_files, workers=workers,
+            doc_version_from_path=doc_version_from_path,
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     # Temp file in the same folder, then an atomic rename: a reader never sees half a file.
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
