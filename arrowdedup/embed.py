@@ -163,8 +163,9 @@ def recorded_spec(manifest: dict[str, Any], where: str) -> str | None:
         spec = f"model2vec:{legacy}" if legacy and model.startswith("model2vec:") else None
     if spec is None:
         raise EmbedderError(
-            f"{where} was embedded with {model!r}, which it records no way to load; pass the "
-            "embedder (CLI --embedder / -e, library embedder=...)"
+            f"{where} was embedded with {model!r} and records no way to load it; pass that "
+            "model (CLI --embedder model2vec:PATH, library embedder='model2vec:PATH' or an "
+            "embedder object)"
         )
     if spec.startswith("model2vec:") and not Path(spec.split(":", 1)[1]).is_dir():
         raise EmbedderError(
