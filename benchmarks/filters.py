@@ -36,11 +36,11 @@ TARGET = 1.2
 ROUNDS = 3
 # (label, SQL predicate, the same rows as a Polars expression for the baseline)
 PREDICATES = [
-    ("0.5 % of the documents", "doc_id LIKE 'd19%'", pl.col("doc_id").str.starts_with("d19")),
-    ("~11 % (doc_id prefix)", "doc_id LIKE 'd1%'", pl.col("doc_id").str.starts_with("d1")),
-    ("~50 % (created_at)", "created_at >= TIMESTAMP '2020-01-01'",
+    ("doc_id LIKE 'd19%'", "doc_id LIKE 'd19%'", pl.col("doc_id").str.starts_with("d19")),
+    ("doc_id LIKE 'd1%'", "doc_id LIKE 'd1%'", pl.col("doc_id").str.starts_with("d1")),
+    ("created_at >= 2020", "created_at >= TIMESTAMP '2020-01-01'",
      pl.col("created_at") >= pl.datetime(2020, 1, 1)),
-    ("every row", "position >= 0", pl.col("position") >= 0),
+    ("position >= 0 (every row)", "position >= 0", pl.col("position") >= 0),
 ]
 
 
@@ -166,8 +166,10 @@ def run(quick: bool) -> dict[str, Any]:
 
 def headline(result: dict[str, Any]) -> list[str]:
     f = result["figures"]
+    load = (result.get("machine") or {}).get("load_average_1_5_15m") or ["?"]
     return [
         f"Search filters (`where=`) over {f['segments']:,} segments: at worst "
-        f"{f['worst_over_unfiltered']:.2f}× the unfiltered search (target ≤ {TARGET}×; "
-        f"unfiltered hybrid p50 {f['unfiltered_p50_ms']['text']:.0f} ms)."
+        f"{f['worst_over_unfiltered']:.2f}× the unfiltered search in the same run (target ≤ "
+        f"{TARGET}×; that run's unfiltered hybrid p50 was {f['unfiltered_p50_ms']['text']:.0f} "
+        f"ms under a load average of {load[0]} on 2 cores)."
     ]
