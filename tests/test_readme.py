@@ -68,7 +68,7 @@ def test_readme_session_replays_cleanly_at_80_columns(tmp_path: Path, monkeypatc
     (tmp_path / "shared").symlink_to(M2V_MODEL.parent.parent.parent)  # ../shared
     monkeypatch.chdir(work)
     commands = session_commands()
-    assert len(commands) >= 7
+    assert len(commands) >= 8
     runner = CliRunner()
     readme = README.read_text(encoding="utf-8")
     for command in commands:
