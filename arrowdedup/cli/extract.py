@@ -86,4 +86,4 @@ def extract(
         note(f"{result.summary()} → {out}")
         print_json({"out": str(out), **result.manifest()})
         return
-    console.print(f"{result.summary()} → {out}", markup=False, soft_wrap=True)
+    console.print(f"{result.summary()} → {out}", markup=False)
