@@ -2,53 +2,202 @@
 
 Phase 1 (:func:`ingest`) removes exact and near duplicates inside each document and boosts the
 salience of what it keeps; phase 2 (retrieval) skips results that repeat a higher-ranked one.
+
+Every public name is imported on first use (PEP 562), so ``import arrowdedup`` and
+``arrowdedup --help`` cost milliseconds, not the seconds Polars, Numba and DuckDB take, and a
+Ctrl-C during start-up lands inside the CLI's handler. Subpackages are attributes too
+(``ad.metrics.connect(store)``, ``ad.retrieval``, ``ad.extract``).
 """
 
-from .calibrate import CalibrationResult, PairSet, calibrate, load_pairs
-from .config import (
-    AnalyticsConfig,
-    DecayMode,
-    DedupConfig,
-    IngestionConfig,
-    LshMethod,
-    Mode,
-    RetrievalConfig,
-    RrfConfig,
-    SignalWeights,
-)
-from .documents import ingest_documents
-from .embed import Embedder, MiniLMEmbedder, Model2VecEmbedder, get_embedder
-from .embed_cache import EmbeddingCache, embed_texts
-from .errors import (
-    ArrowDedupError,
-    ConfigError,
-    EmbedderError,
-    InputError,
-    MissingDependencyError,
-    SchemaError,
-    StoreError,
-)
-from .extract import ExtractResult, KeyColumns, SkippedFile, extract, extract_documents
-from .facts import fact_conflict, fact_signatures
-from .ingest import IngestionResult, ingest
-from .pipeline import ingest_tables_to_store
-from .retrieval import (
-    Context,
-    NoEmbeddingsWarning,
-    NoFactsWarning,
-    Reranker,
-    SearchMode,
-    SearchResult,
-    build_context,
-    competition_rank,
-    dedupe_ranked,
-    rrf,
-    search,
-)
-from .store import Store, StoreWriter, bucket_of, open_store, write_store
-from .verify import Problem, VerifyReport, verify_store
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    "AnalyticsConfig": ".config",
+    "ArrowDedupError": ".errors",
+    "CalibrationResult": ".calibrate",
+    "ConfigError": ".errors",
+    "Context": ".retrieval",
+    "DecayMode": ".config",
+    "DedupConfig": ".config",
+    "Embedder": ".embed",
+    "EmbedderError": ".errors",
+    "EmbeddingCache": ".embed_cache",
+    "ExtractResult": ".extract",
+    "IngestionConfig": ".config",
+    "IngestionResult": ".ingest",
+    "InputError": ".errors",
+    "KeyColumns": ".extract",
+    "LshMethod": ".config",
+    "MiniLMEmbedder": ".embed",
+    "MissingDependencyError": ".errors",
+    "Mode": ".config",
+    "Model2VecEmbedder": ".embed",
+    "NoEmbeddingsWarning": ".retrieval",
+    "NoFactsWarning": ".retrieval",
+    "PairSet": ".calibrate",
+    "Problem": ".verify",
+    "Reranker": ".retrieval",
+    "RetrievalConfig": ".config",
+    "RrfConfig": ".config",
+    "SchemaError": ".errors",
+    "SearchMode": ".retrieval",
+    "SearchResult": ".retrieval",
+    "SignalWeights": ".config",
+    "SkippedFile": ".extract",
+    "Store": ".store",
+    "StoreError": ".errors",
+    "StoreWriter": ".store",
+    "VerifyReport": ".verify",
+    "bucket_of": ".store",
+    "build_context": ".retrieval",
+    "calibrate": ".calibrate",
+    "competition_rank": ".retrieval",
+    "dedupe_ranked": ".retrieval",
+    "embed_texts": ".embed_cache",
+    "extract": ".extract",
+    "extract_documents": ".extract",
+    "fact_conflict": ".facts",
+    "fact_signatures": ".facts",
+    "get_embedder": ".embed",
+    "ingest": ".ingest",
+    "ingest_documents": ".documents",
+    "ingest_tables_to_store": ".pipeline",
+    "load_pairs": ".calibrate",
+    "open_store": ".store",
+    "rrf": ".retrieval",
+    "search": ".retrieval.search",
+    "verify_store": ".verify",
+    "write_store": ".store",
+}
+# Subpackages and modules reachable as attributes without an import statement.
+_SUBMODULES = frozenset({"calibrate", "cli", "config", "documents", "embed", "errors", "extract",
+                         "facts",
+                         "ingest", "metrics", "pipeline", "retrieval", "schema", "store",
+                         "verify"})
+
+
+class _Package(types.ModuleType):
+    """The package module: a function that shares its name with a module (``ingest``,
+    ``extract``, ``calibrate``) keeps the name when that module is imported later, as it did
+    when the package imported everything eagerly."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            # The import system binds a submodule on its parent once it has run; the export
+            # of that name (defined in it, or already resolved) takes the name instead.
+            value = self.__dict__.get(name) or getattr(value, name, value)
+        super().__setattr__(name, value)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        sub = importlib.import_module(f".{name}", __name__)
+        return globals().get(name, sub)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS, *_SUBMODULES})
+
+
+sys.modules[__name__].__class__ = _Package
+
+if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
+    from .calibrate import (
+        CalibrationResult,
+        PairSet,
+        calibrate,
+        load_pairs,
+    )
+    from .config import (
+        AnalyticsConfig,
+        DecayMode,
+        DedupConfig,
+        IngestionConfig,
+        LshMethod,
+        Mode,
+        RetrievalConfig,
+        RrfConfig,
+        SignalWeights,
+    )
+    from .documents import (
+        ingest_documents,
+    )
+    from .embed import (
+        Embedder,
+        MiniLMEmbedder,
+        Model2VecEmbedder,
+        get_embedder,
+    )
+    from .embed_cache import (
+        EmbeddingCache,
+        embed_texts,
+    )
+    from .errors import (
+        ArrowDedupError,
+        ConfigError,
+        EmbedderError,
+        InputError,
+        MissingDependencyError,
+        SchemaError,
+        StoreError,
+    )
+    from .extract import (
+        ExtractResult,
+        KeyColumns,
+        SkippedFile,
+        extract,
+        extract_documents,
+    )
+    from .facts import (
+        fact_conflict,
+        fact_signatures,
+    )
+    from .ingest import (
+        IngestionResult,
+        ingest,
+    )
+    from .pipeline import (
+        ingest_tables_to_store,
+    )
+    from .retrieval import (
+        Context,
+        NoEmbeddingsWarning,
+        NoFactsWarning,
+        Reranker,
+        SearchMode,
+        SearchResult,
+        build_context,
+        competition_rank,
+        dedupe_ranked,
+        rrf,
+    )
+    from .retrieval.search import search
+    from .store import (
+        Store,
+        StoreWriter,
+        bucket_of,
+        open_store,
+        write_store,
+    )
+    from .verify import (
+        Problem,
+        VerifyReport,
+        verify_store,
+    )
 
 __all__ = [
     "AnalyticsConfig",

@@ -84,9 +84,19 @@ def _optional_int_at_least(lo: int) -> Check:
 
 def _enum(kind: type[Enum]) -> Check:
     # isinstance(str) first: a JSON list or object is unhashable and must refuse, not raise.
+    # Case-insensitive, like the CLI ("lsh", "LSH" and "Lsh" are one mode).
     return lambda x: isinstance(x, kind) or (
-        isinstance(x, str) and x in {m.value for m in kind}  # type: ignore[attr-defined]
+        isinstance(x, str) and enum_member(kind, x) is not None
     )
+
+
+def enum_member(kind: type[Enum], value: str) -> Enum | None:
+    """The member of ``kind`` whose value equals ``value`` ignoring case, or None."""
+    folded = value.strip().casefold()
+    for member in kind:
+        if str(member.value).casefold() == folded:
+            return member
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +201,11 @@ class RetrievalConfig:
     fact_guard: bool = dataclasses.field(
         default=True, metadata=_key("FactGuard", _bool, "true or false")
     )
+    # A floor on the dense cosine of a result to the query (0 = off): RRF scores only ranks,
+    # so without it an unrelated segment can top a store with few candidates.
+    min_dense_similarity: float = dataclasses.field(
+        default=0.0, metadata=_key("MinDenseSimilarity", _closed01, "a number in [0, 1]")
+    )
 
     def __post_init__(self) -> None:
         _validate(self, "Retrieval")
@@ -276,7 +291,7 @@ def _validate(obj: object, where: str) -> None:
             )
         if isinstance(f.default, Enum) and not isinstance(value, Enum):
             # Accept the JSON string and store the enum, so comparisons are by member.
-            object.__setattr__(obj, f.name, type(f.default)(value))
+            object.__setattr__(obj, f.name, enum_member(type(f.default), value))
 
 
 def _parse_section(cls: type[_Section], raw: Any, where: str) -> _Section:

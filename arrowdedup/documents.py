@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from . import progress
 from .config import DedupConfig, resolve_config
-from .embed import Embedder, get_embedder
+from .embed import Embedder, embedder_record, get_embedder, recorded_spec, spec_model_name
 from .embed_cache import EmbeddingCache, embed_texts
 from .errors import StoreError
 from .ingest import IngestionResult, ingest
@@ -70,6 +71,7 @@ def extract_segments(
     skip_bad_files: bool = False,
     root: str | Path | None = None,
     detect_keys: bool = True,
+    doc_version_from_path: str | None = None,
 ) -> ExtractResult:
     """Run the extractors (``doc_id`` relative to ``root``, default each folder argument)."""
     from .extract import extract_documents
@@ -79,7 +81,25 @@ def extract_segments(
         key_columns=list(key_columns) if key_columns else None,
         language_from_path=language_from_path, skip_bad_files=skip_bad_files,
         detect_keys=detect_keys,
+        doc_version_from_path=doc_version_from_path,
     )
+
+
+def choose_embedder(out: str | Path, embedder: str | Embedder | None) -> str | Embedder:
+    """The embedder of a run: the one given, else the one the store records, else MiniLM.
+    A spec given by name is checked against the store before anything is loaded."""
+    try:
+        previous = current_manifest(Path(out))
+    except StoreError:
+        previous = None
+    if embedder is None:
+        spec = recorded_spec(previous, f"store {out}") if previous else None
+        return spec or "minilm"
+    if isinstance(embedder, str) and previous is not None:
+        dim = (previous.get("embedding") or {}).get("dim")
+        # The dimension is only known once loaded; the name check is the one that saves time.
+        check_store_model(out, spec_model_name(embedder), dim or 0)
+    return embedder
 
 
 def with_embeddings(frame: pl.DataFrame, vectors: np.ndarray) -> pl.DataFrame:
@@ -92,7 +112,7 @@ def ingest_documents(
     out: str | Path,
     config: DedupConfig | None = None,
     *,
-    embedder: str | Embedder = "minilm",
+    embedder: str | Embedder | None = None,
     language_from_path: str | None = None,
     key_columns: Sequence[str] | None = None,
     skip_bad_files: bool = False,
@@ -102,6 +122,7 @@ def ingest_documents(
     scorer: SalienceScorer | None = None,
     root: str | Path | None = None,
     detect_keys: bool = True,
+    doc_version_from_path: str | None = None,
 ) -> tuple[IngestionResult, Path]:
     """Extract documents, embed them (through the store's cache), score salience when the input
     has none, dedup inside each document and write a new store version atomically.
@@ -109,22 +130,28 @@ def ingest_documents(
     Returns the ingestion result and the new version directory. Refuses a store built with
     another embedding model before embedding anything. ``root``: ``doc_id`` is the path
     relative to it (default: each folder argument, or a file argument's folder).
+    ``embedder=None``: the model the store records (how to load it is in its manifest), else
+    MiniLM. ``doc_version_from_path``: e.g. ``"docs/v{version}/**"`` fills ``doc_version``.
     """
     cfg = resolve_config(config)
     inputs = [paths] if isinstance(paths, (str, Path)) else list(paths)
     stages: dict[str, float] = {}
     store_root = Path(out)
     prepare_root(store_root)
+    embedder = choose_embedder(store_root, embedder)
 
     start = time.perf_counter()
-    extracted = extract_segments(inputs, language_from_path=language_from_path,
-                                 key_columns=key_columns, skip_bad_files=skip_bad_files,
-                                 root=root, detect_keys=detect_keys)
+    with progress.spinner("extracting", quiet=quiet):
+        extracted = extract_segments(inputs, language_from_path=language_from_path,
+                                     key_columns=key_columns, skip_bad_files=skip_bad_files,
+                                     root=root, detect_keys=detect_keys,
+                                     doc_version_from_path=doc_version_from_path)
     frame = extracted.segments
     stages["extract"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    model = get_embedder(embedder)
+    with progress.spinner("loading the embedder", quiet=quiet):
+        model = get_embedder(embedder)
     if isinstance(embedder, str):
         stages["embedder_load"] = time.perf_counter() - start
     check_store_model(store_root, model.name, model.dim)
@@ -145,7 +172,8 @@ def ingest_documents(
     stages["salience"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    result = ingest(frame, cfg, threads=threads)
+    with progress.spinner("deduplicating", quiet=quiet):
+        result = ingest(frame, cfg, threads=threads)
     stages["dedup"] = time.perf_counter() - start
 
     # write_store copies ``extra`` into the manifest after the data files and hooks are
@@ -160,10 +188,13 @@ def ingest_documents(
         "skipped_files": [dataclasses.asdict(f) for f in extracted.skipped],
         "extract": {k: v for k, v in extracted.manifest().items() if k != "skipped_files"},
         "embedding_cache": cache_stats.to_dict(),
+        "embedder": embedder_record(model),
         "source": "documents",
     }
-    version = write_store(result, store_root, buckets=buckets, inputs=[str(p) for p in inputs],
-                          embedding_model=model.name, extra=extra, hooks=[_time_write])
+    with progress.spinner("writing the store", quiet=quiet):
+        version = write_store(result, store_root, buckets=buckets,
+                              inputs=[str(p) for p in inputs], embedding_model=model.name,
+                              extra=extra, hooks=[_time_write])
     stages["write"] = time.perf_counter() - write_start
     result.timings.update({f"stage_{k}": v for k, v in stages.items()})
     return result, version

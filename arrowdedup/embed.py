@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -104,7 +104,8 @@ class Model2VecEmbedder:
             self._model = StaticModel.from_pretrained(str(p))
         except (OSError, ValueError, KeyError) as err:
             raise EmbedderError(f"cannot load the Model2Vec model at {p}: {err}") from err
-        self.name = f"model2vec:{p.resolve().name}"
+        self.path = p.resolve()
+        self.name = model2vec_name(p)
         self.dim = int(self._model.dim)
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -114,6 +115,65 @@ class Model2VecEmbedder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return np.ascontiguousarray(out)
+
+
+def model2vec_name(path: str | Path) -> str:
+    """The model name a Model2Vec directory gets (its folder name), known without loading it."""
+    return f"model2vec:{Path(path).resolve().name}"
+
+
+def spec_model_name(spec: str) -> str:
+    """The model name an embedder spec will produce, without loading anything, so a store of
+    another model is refused before seconds are spent loading this one."""
+    if spec in ("minilm", MINILM_NAME, "all-MiniLM-L6-v2"):
+        return MINILM_NAME
+    if spec.startswith("model2vec:"):
+        return model2vec_name(spec.split(":", 1)[1])
+    raise EmbedderError(f"unknown embedder {spec!r}; use 'minilm' or 'model2vec:PATH'")
+
+
+# The manifest's "embedder" record says how to load the model again: the spec to pass to
+# get_embedder (the package for MiniLM, a resolved local path for Model2Vec). Search, context
+# and re-ingest use it when no embedder is given.
+def embedder_record(embedder: Embedder) -> dict[str, str | int | None]:
+    """What a store records about the embedder it was built with (JSON-ready)."""
+    spec: str | None = None
+    if isinstance(embedder, MiniLMEmbedder) or embedder.name == MINILM_NAME:
+        spec = "minilm"
+    elif isinstance(embedder, Model2VecEmbedder):
+        spec = f"model2vec:{embedder.path}"
+    return {"model": embedder.name, "dim": embedder.dim, "spec": spec}
+
+
+def recorded_spec(manifest: dict[str, Any], where: str) -> str | None:
+    """The embedder spec a store's manifest records (None when it records no model).
+
+    Raises ``EmbedderError`` (naming ``--embedder``) when the model is recorded but cannot be
+    loaded again: a custom embedder object, or a Model2Vec directory that is gone.
+    """
+    model = (manifest.get("embedding") or {}).get("model")
+    record = manifest.get("embedder") or {}
+    spec = record.get("spec")
+    if model is None:
+        return None
+    if model == MINILM_NAME:
+        return "minilm"
+    if spec is None:
+        legacy = (manifest.get("embedding") or {}).get("path")
+        spec = f"model2vec:{legacy}" if legacy and model.startswith("model2vec:") else None
+    if spec is None:
+        raise EmbedderError(
+            f"{where} was embedded with {model!r} and records no way to load it; pass that "
+            "model (CLI --embedder model2vec:PATH, library embedder='model2vec:PATH' or an "
+            "embedder object)"
+        )
+    if spec.startswith("model2vec:") and not Path(spec.split(":", 1)[1]).is_dir():
+        raise EmbedderError(
+            f"{where} was embedded with {model!r} from {spec.split(':', 1)[1]}, which no longer "
+            "exists; pass that model's directory with --embedder model2vec:PATH (library: "
+            "embedder='model2vec:PATH')"
+        )
+    return str(spec)
 
 
 def get_embedder(spec: str | Embedder | None = None) -> Embedder:

@@ -274,21 +274,11 @@ def embed_texts(
 
 @contextlib.contextmanager
 def _progress(total: int, label: str, quiet: bool) -> Iterator[ProgressFn | None]:
-    """A rich progress bar on stderr for long work (nothing when quiet or for tiny jobs)."""
-    if quiet or total < 2 * DEFAULT_BATCH:
+    """A progress bar on a terminal for long work (nothing when quiet, piped, or tiny)."""
+    from . import progress
+
+    if total < 2 * DEFAULT_BATCH:
         yield None
         return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    with Progress(TextColumn("embedding ({task.fields[model]})"), BarColumn(),
-                  MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("embed", total=total, model=label)
-        yield lambda k: bar.advance(task, k)
+    with progress.bar(f"embedding ({label})", total, quiet=quiet) as tick:
+        yield tick

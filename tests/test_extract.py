@@ -583,7 +583,7 @@ def test_cli_bad_file_and_skip(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["extract", str(tmp_path / "docs"), "--out", str(out),
                                    "--skip-bad-files", "--language-from-path", "{lang}.md"])
     assert res.exit_code == 0, res.output
-    assert "skipped bad.md" in res.output
+    assert "skipped 1 unreadable file(s): bad.md" in res.output  # count, names, reasons
     assert "1 files (1 skipped)" in res.output
     assert pl.read_parquet(out)["language"].to_list() == ["good"]
 
@@ -675,3 +675,44 @@ def test_extraction_benchmark_quick() -> None:
     assert figures["files"] > 700 and figures["segments"] > 20_000
     assert figures["serial_seconds"] > 0 and figures["parallel_seconds"] > 0
     assert result["tables"][0]["rows"][0][1] == figures["files"]
+
+
+def test_unsupported_and_binary_files_are_reported_not_ignored(tmp_path: Path) -> None:
+    write(tmp_path / "docs" / "good.md", "# Good\n\nSome text.\n")
+    write(tmp_path / "docs" / "img" / "logo.png", b"\x89PNG\r\n\x1a\n\0\0")
+    write(tmp_path / "docs" / "model.bin", b"\0\1\2")
+    write(tmp_path / "docs" / "fake.md", bytes(range(256)))
+    write(tmp_path / "docs" / ".hidden.bin", b"\0")
+    result = extract_documents(tmp_path / "docs", skip_bad_files=True)
+    assert result.unsupported == ("img/logo.png", "model.bin")
+    assert [s.path for s in result.skipped] == ["fake.md"]
+    assert "is a binary file, not text" in result.skipped[0].reason
+    assert "iconv" not in result.skipped[0].reason
+    assert "2 of unsupported types ignored" in result.summary()
+    assert result.manifest()["unsupported_files"] == ["img/logo.png", "model.bin"]
+    lines = result.left_out()
+    assert lines[0] == "skipped 1 unreadable file(s): fake.md"
+    assert lines[-1].startswith("ignored 2 file(s) of unsupported types: img/logo.png, model.bin")
+    with pytest.raises(InputError, match="binary file, not text"):
+        extract_documents(tmp_path / "docs" / "fake.md")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("caf\xe9 cr\xe8me\n".encode("latin-1"))  # text in another encoding
+    with pytest.raises(InputError, match="not valid UTF-8"):
+        extract_documents(latin1)
+
+
+def test_doc_version_from_path(tmp_path: Path) -> None:
+    for version in ("3.9", "3.10"):
+        write(tmp_path / "docs" / f"v{version}" / "install.md", "# Install\n\nRun it.\n")
+    write(tmp_path / "docs" / "index.md", "# Index\n")
+    frame = extract(tmp_path / "docs", doc_version_from_path="docs/v{version}/**")
+    versions = dict(zip(frame["doc_id"], frame["doc_version"], strict=True))
+    assert versions == {"v3.10/install": "3.10", "v3.9/install": "3.9", "index": None}
+    with pytest.raises(ConfigError, match=r"must contain \{version\} exactly once"):
+        extract(tmp_path / "docs", doc_version_from_path="docs/**")
+
+
+def test_fenced_code_keeps_its_language(tmp_path: Path) -> None:
+    write(tmp_path / "a.md", "# A\n\n```yaml\n# not a heading\nkey: 1\n```\n\n```\nplain\n```\n")
+    frame = extract(tmp_path / "a.md").filter(pl.col("segment_type") == "code")
+    assert frame["code_language"].to_list() == ["yaml", None]

@@ -17,11 +17,14 @@ def python_blocks() -> list[str]:
 def test_readme_python_example_runs(tmp_path: Path, capsys) -> None:
     blocks = python_blocks()
     assert blocks, "README has no Python example"
-    code = blocks[0].replace("/tmp/arrowdedup-readme-store", str(tmp_path / "store"))
+    # The retrieval block continues the first one (where=, min_cosine=, cosine).
+    code = "\n".join(blocks[:2]).replace("/tmp/arrowdedup-readme-store",
+                                         str(tmp_path / "store"))
     namespace: dict[str, object] = {}
     exec(compile(code, "README.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "Deduplication: 4 → 2 segments" in out
+    assert "Post-ranking deduplication: 2 → 2 segments" in out and "cosine" in out
     decisions = namespace["result"].decisions  # type: ignore[attr-defined]
     assert decisions.get_column("action").cast(pl.String).to_list() == [
         "kept", "merged_near", "dropped_exact", "kept"]
@@ -39,3 +42,52 @@ def test_readme_config_block_is_valid() -> None:
     text = README.read_text(encoding="utf-8")
     block = re.findall(r"```json\n(.*?)```", text, flags=re.S)[0]
     assert DedupConfig.from_json(block) == DedupConfig()
+
+
+def session_commands() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    block = text.split("<!-- session:start -->", 1)[1].split("<!-- session:end -->", 1)[0]
+    return [line[2:] for line in block.splitlines() if line.startswith("$ arrowdedup ")]
+
+
+def test_readme_session_replays_cleanly_at_80_columns(tmp_path: Path, monkeypatch) -> None:
+    """A new user's session on the bundled sample, as the README shows it, at 80 columns."""
+    import json
+    import shlex
+
+    from conftest import M2V_MODEL, ROOT, need
+    from rich.cells import cell_len
+    from typer.testing import CliRunner
+
+    from arrowdedup.cli import app
+
+    need(M2V_MODEL)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data").symlink_to(ROOT / "data")
+    (tmp_path / "shared").symlink_to(M2V_MODEL.parent.parent.parent)  # ../shared
+    monkeypatch.chdir(work)
+    commands = session_commands()
+    assert len(commands) >= 8
+    runner = CliRunner()
+    readme = README.read_text(encoding="utf-8")
+    for command in commands:
+        args = shlex.split(command)[1:]
+        result = runner.invoke(app, args, env={"COLUMNS": "80"})
+        assert result.exit_code == 0, (command, result.stderr)
+        assert "Traceback" not in result.stderr, command
+        if "--json" in args:
+            json.loads(result.stdout)
+            continue
+        if args[0] != "context":  # the context is Markdown for a prompt, not for the terminal
+            wide = [x for x in result.stdout.splitlines() if cell_len(x) > 80]
+            assert not wide, (command, wide[:2])
+        if args[0] == "search":  # the README shows this table as it is printed
+            for line in result.stdout.splitlines()[1:12]:
+                assert line.rstrip() in readme, (command, line)
+        if args[0] == "ingest":
+            assert "ignored" not in result.stderr  # the sample has no stray files
+        if args[0] == "context":
+            assert result.stdout.startswith("# Context for: how do I send my first event")
+            assert len(result.stdout) <= 2001
+    assert (work / "report.html").exists()

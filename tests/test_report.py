@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
 import re
 import shutil
@@ -123,3 +124,99 @@ def test_report_bytes_are_deterministic(report: Path, tmp_path: Path) -> None:
     out = runner.invoke(app, ["report", str(report.parent / "store"), "--out", str(again)])
     assert out.exit_code == 0, out.output
     assert again.read_bytes() == report.read_bytes()
+
+
+LAYOUT_PROBE = """<script>window.addEventListener('load', () => {
+  const box = e => { const r = e.getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom]; };
+  const blocks = [...document.body.children].map(e => [e.tagName, box(e)]);
+  const cells = [...document.querySelectorAll('th, td')].map(e => [
+    e.closest('table').previousElementSibling.textContent, e.tagName, box(e),
+    e.scrollWidth > e.clientWidth + 1, e.textContent.length]);
+  document.body.setAttribute('data-layout', JSON.stringify({
+    width: window.innerWidth, page: document.documentElement.scrollWidth,
+    body: box(document.body), blocks: blocks, cells: cells}));
+});</script>"""
+
+
+@pytest.fixture(scope="module")
+def crowded_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every document above the high-dedup threshold, with long versioned ids: the warnings
+    table lists them all, the case whose columns the browser squeezed to 1-3 characters."""
+    from conftest import segments_frame, unit
+
+    tmp = tmp_path_factory.mktemp("crowded")
+    rng = np.random.default_rng(3)
+    texts, vectors, docs = [], [], []
+    for d in range(24):
+        doc = f"content/en/docs/v3.{d % 7}/reference/configuration/collector-{d:02d}"
+        v = unit(rng.normal(size=16))
+        for _i in range(4):
+            texts.append(f"boilerplate {d}")  # exact copies: 75 % dedup in every document
+            vectors.append(v)
+            docs.append(doc)
+    build_store(tmp / "store", segments_frame(texts, vectors, doc_id=docs))
+    write_log(tmp / "store", "log", [(10, 4)] * 6)
+    out = runner.invoke(app, ["report", str(tmp / "store"), "--out", str(tmp / "report.html")])
+    assert out.exit_code == 0, out.output
+    return tmp / "report.html"
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_report_layout_has_no_squeezed_clipped_or_overlapping_text(
+    crowded_report: Path, tmp_path: Path, width: int
+) -> None:
+    probe = tmp_path / "layout.html"
+    probe.write_text(crowded_report.read_text(encoding="utf-8").replace(
+        "</body>", LAYOUT_PROBE + "</body>"), encoding="utf-8")
+    run = chromium(tmp_path, f"--window-size={width},3000", "--virtual-time-budget=5000",
+                   "--dump-dom", probe.as_uri())
+    found = re.search(r'data-layout="([^"]*)"', run.stdout)
+    assert found, run.stderr[-2000:]
+    layout = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert layout["width"] == width
+    # The page uses the window's width, and nothing runs off it sideways.
+    left, _, right, _ = layout["body"]
+    assert right - left >= 0.9 * width, layout["body"]
+    assert layout["page"] <= width
+    # Block elements (headings, tables, plots, paragraphs) follow each other without overlap.
+    boxes = sorted((b for _, b in layout["blocks"] if b[3] > b[1]), key=lambda b: b[1])
+    for upper, lower in itertools.pairwise(boxes):
+        assert lower[1] >= upper[3] - 0.5, (upper, lower)
+    # No cell clips its text, and no cell with text is squeezed below a few characters.
+    warnings = [c for c in layout["cells"] if c[0] == "Warnings"]
+    assert warnings, "the crowded store must raise warnings"
+    for title, tag, (x0, _, x1, _), clipped, chars in layout["cells"]:
+        assert not clipped, (title, tag)
+        if chars >= 3:
+            assert x1 - x0 >= 40, (title, tag, x1 - x0, chars)
+
+
+def test_retrieval_warning_names_version_copies(tmp_path: Path) -> None:
+    from conftest import segments_frame, unit
+
+    from arrowdedup.metrics import compute_warnings
+    from arrowdedup.store import open_store
+
+    rng = np.random.default_rng(5)
+    texts, vectors, docs = [], [], []
+    for version in ("3.5", "3.6", "3.7"):
+        for i in range(5):  # the same page, copied into every version folder
+            texts.append(f"Step {i} of the install guide.")
+            vectors.append(unit(rng.normal(size=16)))
+            docs.append(f"docs/v{version}/install")
+    build_store(tmp_path / "store", segments_frame(texts, vectors, doc_id=docs))
+    write_log(tmp_path / "store", "log", [(10, 3)] * 4)
+    con = connect(tmp_path / "store")
+    warnings = compute_warnings(con, open_store(tmp_path / "store").config.analytics)
+    (retrieval,) = [w for w in warnings if w.metric == "dedup_ratio_retrieval"]
+    assert "exact copy in another document" in retrieval.message
+    assert "not too broad queries" in retrieval.message
+    assert retrieval.doc_ids[:2] == ("docs/v3.5/install", "docs/v3.6/install")
+
+    build_store(tmp_path / "plain")  # distinct documents: the queries are the suspect
+    write_log(tmp_path / "plain", "log", [(10, 3)] * 4)
+    con = connect(tmp_path / "plain")
+    warnings = compute_warnings(con, open_store(tmp_path / "plain").config.analytics)
+    (retrieval,) = [w for w in warnings if w.metric == "dedup_ratio_retrieval"]
+    assert "queries too broad" in retrieval.message

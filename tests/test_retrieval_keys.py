@@ -135,5 +135,5 @@ def test_demo_step_prints_a_context_across_the_pdf_and_the_workbook(embedder, tm
 
     text = show_linked_context(tmp_path / "linked", embedder)
     assert "## tallybird-purchases#Orders" in text
-    assert "## Invoice INV-1042 (invoice-A-1042)" in text
+    assert "## Invoice INV-1042\n_source: `invoice-A-1042`_" in text
     assert "linked by `order_id: A-1042`" in text

@@ -96,7 +96,7 @@ def top(result) -> dict:
 def test_result_columns_and_types(store, embedder):
     res = search(store, "rocket launch", k=5, embedder=embedder)
     assert res.results.columns == ["rank", "doc_id", "segment_id", "text", "rrf", "score",
-                                   "rank_dense", "rank_bm25", "rank_salience",
+                                   "cosine", "rank_dense", "rank_bm25", "rank_salience",
                                    "rank_freshness", "rank_rerank", "displaced_ids"]
     assert res.results.schema["displaced_ids"] == pl.List(pl.String)
     assert res.results.get_column("rank").to_list() == list(range(1, res.results.height + 1))

@@ -1,14 +1,24 @@
 """The Typer app and what every command shares: clean errors, config loading, tables.
 
 Library errors (``ArrowDedupError``) become one line on stderr and exit code 1, never a
-traceback. Each command lives in a small function; heavy imports happen inside them so
-``arrowdedup --help`` stays fast.
+traceback; Ctrl-C becomes one line and exit code 130, wherever it lands. Each command lives in
+a small function; heavy imports happen inside them so ``arrowdedup --help`` stays fast.
+
+Output rules, the same for every command:
+- tables go to stdout and stay readable at any width: long ids are shortened from the middle
+  (:func:`middle`), free text wraps, and no column is dropped (``no_wrap`` columns are kept
+  narrow on purpose);
+- ``--json`` prints exactly one JSON document on stdout (:func:`print_json`); summaries and
+  notes then go to stderr, so ``cmd --json | jq`` always parses;
+- the width is read when a command starts (``COLUMNS``, else the terminal, else 80).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,21 +30,28 @@ from rich.table import Table
 
 from ..errors import ArrowDedupError
 
+# Plain click help (rich_markup_mode=None): it wraps every option's help at the terminal width
+# instead of truncating long option names ("--language-from-p…") in a squeezed rich panel, and
+# it never eats text in brackets as markup ("extra [ray]").
 app = typer.Typer(
     name="arrowdedup",
     help="Signal-preserving deduplication of RAG evidence segments.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+INTERRUPTED = "interrupted (Ctrl-C); the store is unchanged unless a version was committed"
+
 
 def clean_errors(func: F) -> F:
-    """Turn library errors into one clean line and exit code 1."""
+    """Turn library errors into one clean line and exit code 1, Ctrl-C into exit code 130."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -44,10 +61,20 @@ def clean_errors(func: F) -> F:
             err_console.print(f"error: {err}", markup=False, soft_wrap=True)
             raise typer.Exit(code=1) from None
         except KeyboardInterrupt:
-            err_console.print("interrupted", markup=False)
+            _say_interrupted()
             raise typer.Exit(code=130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+_interrupt_reported = False
+
+
+def _say_interrupted() -> None:
+    global _interrupt_reported
+    if not _interrupt_reported:
+        _interrupt_reported = True
+        err_console.print(INTERRUPTED, markup=False, soft_wrap=True)
 
 
 def load_config(path: Path | None) -> Any:
@@ -60,34 +87,141 @@ ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="Config JSON (SPEC §7 shape).")
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary tables.")]
+JsonOpt = Annotated[bool, typer.Option(
+    "--json", help="Print one JSON document on stdout (summaries go to stderr).")]
+EmbedderOpt = Annotated[str | None, typer.Option(
+    "--embedder", "-e",
+    help="'minilm' or 'model2vec:PATH' (default: the model the store records).")]
+
+
+def middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters from the middle (``docs/v3…/install``): both the
+    start and the end of a path or id say which one it is."""
+    if width < 1:
+        return ""
+    if len(text) <= width:
+        return text
+    if width <= 3:
+        return text[:width]
+    head = (width - 1 + 1) // 2
+    tail = width - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
+
+
+def id_width(total: int, share: float = 0.3, floor: int = 12, cap: int = 60) -> int:
+    """Characters an id column may use in a table ``total`` columns wide."""
+    return max(floor, min(cap, int(total * share)))
+
+
+def print_json(payload: Any) -> None:
+    """The one JSON document a ``--json`` command prints on stdout (no markup, no wrapping)."""
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def note(message: str) -> None:
+    """A human line on stderr (summaries, skipped files): never mixed into stdout."""
+    err_console.print(message, markup=False, soft_wrap=True)
+
+
+def compact_table(title: str | None = None, **options: Any) -> Table:
+    """A table without vertical borders: a column costs one space beside it, not three, which
+    at 80 columns is the room the ids need."""
+    from rich import box
+
+    return Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+                 show_edge=False, **options)
+
+
+def table_overhead(columns: int) -> int:
+    """Characters a :func:`compact_table` of ``columns`` columns adds beyond its cells."""
+    return 3 * (columns - 1)
 
 
 def documents_table(documents: Any, limit: int = 20) -> Table:
-    table = Table(title="Per-document summary", show_lines=False)
-    for col in ("doc_id", "doc_type", "original", "final", "exact", "near", "filtered",
-                "dedup", "max boost"):
-        table.add_column(col, justify="left" if col in ("doc_id", "doc_type") else "right")
+    """Per-document counts. The numbers keep their full width; ``doc_id`` takes what is left,
+    wraps onto a second line when it must, and only beyond two lines is shortened from the
+    middle, so versioned paths stay apart (``docs/v3.5/install`` vs ``docs/v3.6/install``).
+    Columns: segments in / out, exact copies dropped, near duplicates merged, filtered as
+    noise, the dedup ratio and the largest salience boost."""
+    headers = ("doc_id", "type", "in", "out", "exact", "near", "filt", "dedup", "boost")
     rows = documents.sort(["dedup_ratio", "doc_id"], descending=[True, False]).head(limit)
-    for r in rows.iter_rows(named=True):
-        table.add_row(
-            str(r["doc_id"]), str(r["doc_type"] or "-"), str(r["original_count"]),
-            str(r["final_count"]), str(r["exact_count"]), str(r["near_count"]),
-            str(r["filtered_count"]), f"{r['dedup_ratio']:.0%}", f"{r['max_salience_boost']:.2f}",
-        )
+    cells = [
+        [str(r["doc_id"]), str(r["doc_type"] or "-"), str(r["original_count"]),
+         str(r["final_count"]), str(r["exact_count"]), str(r["near_count"]),
+         str(r["filtered_count"]), f"{r['dedup_ratio']:.0%}", f"{r['max_salience_boost']:.2f}"]
+        for r in rows.iter_rows(named=True)
+    ]
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
+    room = console.width - (table_overhead(len(headers)) + sum(widths[1:]))
+    widths[0] = max(8, min(widths[0], room))
+    table = compact_table("Per-document summary")
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="left" if i < 2 else "right", no_wrap=i > 0,
+                         min_width=widths[i], max_width=widths[i],
+                         overflow="fold" if i == 0 else "ellipsis")
+    for c in cells:
+        table.add_row(middle(c[0], 2 * widths[0]), *c[1:])
     if documents.height > limit:
         table.caption = f"{limit} of {documents.height} documents, highest dedup ratio first"
     return table
 
 
+def _fit_consoles() -> None:
+    """Read the width when a command starts: ``COLUMNS`` wins, else rich asks the terminal
+    (80 when stdout is not one)."""
+    columns = os.environ.get("COLUMNS", "")
+    for c in (console, err_console):
+        c.width = int(columns) if columns.isdigit() and int(columns) > 0 else c.size.width
+
+
+def setup_logging(verbose: bool) -> None:
+    """arrowdedup's own loggers at INFO (``-v``) or WARNING; every other library's at WARNING,
+    so ``-v`` shows our per-document lines and not markdown-it's or matplotlib's debug output."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_arrowdedup", False):
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler._arrowdedup = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("arrowdedup").setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"arrowdedup {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Per-document log lines.")
+        bool, typer.Option("--verbose", "-v", help="arrowdedup's own log lines (per document, "
+                                                   "per stage); other libraries stay quiet.")
     ] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")] =
+    False,
 ) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(message)s", stream=sys.stderr)
+    _fit_consoles()
+    setup_logging(verbose)
 
 
 def main() -> None:
-    app()
+    """The console script. Typer already turns a Ctrl-C inside the app into exit code 130;
+    this catches one that lands around it (start-up, shutdown), so it is always one line."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        _say_interrupted()
+        sys.exit(130)
+    except SystemExit as done:
+        # Typer turns a Ctrl-C outside our commands (while it parses, say) into a silent 130.
+        if done.code == 130:
+            _say_interrupted()
+        raise

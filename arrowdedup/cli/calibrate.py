@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .app import app, clean_errors, console
+from .app import JsonOpt, app, clean_errors, console, print_json
 
 
 @app.command()
 @clean_errors
 def calibrate(
     pairs: Annotated[Path, typer.Argument(help="TSV (or CSV) of labelled sentence pairs.")],
-    embedder: Annotated[str, typer.Option(help="'minilm' or 'model2vec:PATH'.")] = "minilm",
+    embedder: Annotated[str, typer.Option("--embedder", "-e",
+                                          help="'minilm' or 'model2vec:PATH'.")] = "minilm",
     text_columns: Annotated[str | None, typer.Option(
         help="The two text columns, 'a,b' (default: sentence1,sentence2 or text_en,text_xx)."
     )] = None,
@@ -38,7 +38,7 @@ def calibrate(
     case_sensitive: Annotated[bool, typer.Option(
         help="All-negative sets: a case difference alone does not make a pair trivial.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Measure precision, recall and F1 of "merge if cosine >= t" for t in 0.80–0.98."""
     from rich.table import Table
@@ -55,7 +55,7 @@ def calibrate(
     result = run_calibration(pair_set, embedder, target_precision=target_precision,
                              default_threshold=threshold)
     if as_json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print_json(result.to_dict())
         return
     info = result.to_dict()
     table = Table(title=f"{pair_set.name} · {result.embedder}")

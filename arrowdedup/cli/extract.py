@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from .app import QuietOpt, app, clean_errors, console, err_console
+from .app import JsonOpt, QuietOpt, app, clean_errors, console, note, print_json
 
 
 @app.command()
@@ -38,13 +38,19 @@ def extract(
         str | None,
         typer.Option(help="Language from the path, e.g. 'content/{lang}/**' (front matter wins)."),
     ] = None,
+    doc_version_from_path: Annotated[
+        str | None,
+        typer.Option(help="doc_version from the path, e.g. 'docs/v{version}/**'."),
+    ] = None,
     skip_bad_files: Annotated[
-        bool, typer.Option(help="Skip unreadable or undecodable files instead of stopping.")
+        bool, typer.Option("--skip-bad-files",
+                           help="Skip unreadable or undecodable files instead of stopping.")
     ] = False,
     workers: Annotated[
         int | None, typer.Option(help="Parsing processes (default: all cores for large inputs).")
     ] = None,
     quiet: QuietOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Extract segments from documents into one Parquet segments table, written atomically."""
     from ..errors import InputError
@@ -52,10 +58,14 @@ def extract(
 
     if out.is_dir():
         raise InputError(f"--out {out} is a folder; give a file name such as segments.parquet")
-    result = extract_documents(
-        paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
-        skip_bad_files=skip_bad_files, workers=workers, detect_keys=detect_keys,
-    )
+    from ..progress import spinner
+
+    with spinner("extracting", quiet=quiet or as_json):
+        result = extract_documents(
+            paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
+            skip_bad_files=skip_bad_files, workers=workers, detect_keys=detect_keys,
+            doc_version_from_path=doc_version_from_path,
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     # Temp file in the same folder, then an atomic rename: a reader never sees half a file.
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
@@ -66,10 +76,14 @@ def extract(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if not quiet or as_json:
+        for line in result.left_out():
+            note(line)
     if not quiet:
-        for skipped in result.skipped:
-            err_console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False,
-                              soft_wrap=True)
         for line in result.keys_report():
-            err_console.print(line, markup=False, soft_wrap=True)
-    console.print(f"{result.summary()} → {out}", markup=False, soft_wrap=True)
+            note(line)
+    if as_json:
+        note(f"{result.summary()} → {out}")
+        print_json({"out": str(out), **result.manifest()})
+        return
+    console.print(f"{result.summary()} → {out}", markup=False)

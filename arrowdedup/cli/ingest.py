@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,13 +10,16 @@ import typer
 
 from .app import (
     ConfigOpt,
+    EmbedderOpt,
+    JsonOpt,
     QuietOpt,
     app,
     clean_errors,
     console,
     documents_table,
-    err_console,
     load_config,
+    note,
+    print_json,
 )
 
 
@@ -33,23 +37,31 @@ def ingest(
     ] = None,
     buckets: Annotated[int, typer.Option(help="Hash buckets of doc_id in the store.")] = 16,
     quiet: QuietOpt = False,
-    embedder: Annotated[str, typer.Option(
-        help="Documents only: 'minilm' or 'model2vec:PATH'.")] = "minilm",
+    as_json: JsonOpt = False,
+    embedder: EmbedderOpt = None,
+    root: Annotated[Path | None, typer.Option(
+        help="Documents only: doc_id = path relative to this folder (default: each folder "
+             "given).")] = None,
     language_from_path: Annotated[str | None, typer.Option(
-        help="Documents only: language from the path, e.g. '{lang}/**'.")] = None,
+        help="Documents only: language from the path, e.g. 'content/{lang}/**'.")] = None,
+    doc_version_from_path: Annotated[str | None, typer.Option(
+        help="Documents only: doc_version from the path, e.g. 'docs/v{version}/**'; search "
+             "prefers the newest version of a page.")] = None,
     key_columns: Annotated[str | None, typer.Option(
         help="Documents only: table key columns, comma-separated (a,b); default: "
              "detected.")] = None,
     detect_keys: Annotated[bool, typer.Option(
         help="Documents only: detect key columns when --key-columns is not given.")] = True,
     skip_bad_files: Annotated[bool, typer.Option(
-        help="Documents only: skip unreadable files (listed in the manifest).")] = False,
+        "--skip-bad-files",
+        help="Documents only: skip unreadable files (listed on stderr and in the manifest).")
+    ] = False,
     mode: Annotated[str | None, typer.Option(
         help="Dedup mode: 'exact' or 'lsh' (groups of Ingestion.LshMinSegments or more; "
              "default: the config's Ingestion.Mode).")] = None,
     engine: Annotated[str, typer.Option(
-        help="Tables only: 'local' (threads) or 'ray' (one Ray task per bucket; extra "
-             "[ray]).")] = "local",
+        help="Tables only: 'local' (threads) or 'ray' (one Ray task per bucket; needs "
+             "pip install 'arrowdedup[ray]').")] = "local",
     ray_address: Annotated[str | None, typer.Option(
         help="With --engine ray: address of an existing Ray cluster (e.g. 'auto' or "
              "'ray://head:10001'); default: start a local one.")] = None,
@@ -67,20 +79,37 @@ def ingest(
         cfg = with_fact_guard(cfg, fact_guard)
     from ..documents import ingest_documents, is_documents_input
 
+    quiet_run = quiet or as_json
     if any(is_documents_input(p) for p in inputs):
         keys = [k.strip() for k in key_columns.split(",") if k.strip()] if key_columns else None
         result, version = ingest_documents(
             inputs, out, cfg, embedder=embedder, language_from_path=language_from_path,
             key_columns=keys, skip_bad_files=skip_bad_files, threads=threads, buckets=buckets,
-            quiet=quiet, detect_keys=detect_keys,
+            quiet=quiet_run, root=root, detect_keys=detect_keys,
+            doc_version_from_path=doc_version_from_path,
         )
     else:
+        for flag, value in (("--root", root), ("--doc-version-from-path", doc_version_from_path),
+                            ("--language-from-path", language_from_path)):
+            if value is not None:
+                from ..errors import InputError
+
+                raise InputError(f"{flag} applies to documents, and these inputs are segments "
+                                 "tables; drop it, or add the column to the table")
         result, version = ingest_tables_to_store(inputs, out, cfg, threads=threads,
-                                                 buckets=buckets, engine=engine,
+                                                 buckets=buckets, engine=engine.lower(),
                                                  ray_address=ray_address)
+    manifest = _manifest(version)
+    for line in _left_out_lines(manifest):
+        note(line)
+    if as_json:
+        note(result.summary())
+        print_json(ingest_payload(result, out, version, manifest))
+        return
     if not quiet:
         console.print(documents_table(result.documents))
-        _print_key_columns(version)
+        for line in _key_column_lines(manifest):
+            note(line)
     console.print(result.summary(), markup=False)
     stages = {k[len("stage_"):]: v for k, v in result.timings.items() if k.startswith("stage_")}
     if stages and not quiet:
@@ -89,30 +118,72 @@ def ingest(
     console.print(f"store: {out} (version {version.name})", markup=False)
 
 
-def _print_key_columns(version: Path) -> None:
-    """The key columns the extraction used per table (given or detected), from the manifest."""
-    import json
-
+def _manifest(version: Path) -> dict[str, Any]:
     try:
-        manifest = json.loads((version / "manifest.json").read_text())
+        data = json.loads((version / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return
-    for k in (manifest.get("extract") or {}).get("key_columns", []):
-        err_console.print(f"keys of {k['doc_id']}: {', '.join(k['columns'])} ({k['source']})",
-                          markup=False, soft_wrap=True)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _left_out_lines(manifest: dict[str, Any], limit: int = 5) -> list[str]:
+    """What the extraction left out, as `extract` prints it: counts and the first names."""
+    lines: list[str] = []
+    skipped = manifest.get("skipped_files") or []
+    if skipped:
+        names = ", ".join(str(s.get("path")) for s in skipped[:limit])
+        more = f" and {len(skipped) - limit} more" if len(skipped) > limit else ""
+        lines.append(f"skipped {len(skipped)} unreadable file(s): {names}{more}")
+        lines.extend(f"  {s.get('path')}: {s.get('reason')}" for s in skipped[:limit])
+    unsupported = (manifest.get("extract") or {}).get("unsupported_files") or []
+    if unsupported:
+        names = ", ".join(str(u) for u in unsupported[:limit])
+        more = f" and {len(unsupported) - limit} more" if len(unsupported) > limit else ""
+        lines.append(f"ignored {len(unsupported)} file(s) of unsupported types: {names}{more}")
+    return lines
+
+
+def _key_column_lines(manifest: dict[str, Any]) -> list[str]:
+    """The key columns the extraction used per table (given or detected), from the manifest."""
+    return [f"keys of {k['doc_id']}: {', '.join(k['columns'])} ({k['source']})"
+            for k in (manifest.get("extract") or {}).get("key_columns") or []]
+
+
+def ingest_payload(result: Any, out: Path, version: Path,
+                   manifest: dict[str, Any]) -> dict[str, Any]:
+    """The one JSON object `ingest --json` prints: counts, the store version, timings."""
+    docs = result.documents
+    counts = {
+        "documents": int(docs.height),
+        "segments_in": int(docs.get_column("original_count").sum()) if docs.height else 0,
+        "segments_kept": int(docs.get_column("final_count").sum()) if docs.height else 0,
+        "exact": int(docs.get_column("exact_count").sum()) if docs.height else 0,
+        "near": int(docs.get_column("near_count").sum()) if docs.height else 0,
+        "filtered": int(docs.get_column("filtered_count").sum()) if docs.height else 0,
+    }
+    removed = counts["segments_in"] - counts["segments_kept"]
+    return {
+        "store": str(out), "version": version.name, "run_id": manifest.get("run_id"),
+        "counts": counts,
+        "dedup_ratio": removed / counts["segments_in"] if counts["segments_in"] else 0.0,
+        "embedding": manifest.get("embedding"),
+        "skipped_files": manifest.get("skipped_files") or [],
+        "unsupported_files": (manifest.get("extract") or {}).get("unsupported_files") or [],
+        "key_columns": (manifest.get("extract") or {}).get("key_columns") or [],
+        "timings": {k: float(v) for k, v in result.timings.items()},
+    }
 
 
 def _with_mode(cfg: Any, mode: str) -> Any:
     import dataclasses
 
-    from ..config import Mode
+    from ..config import Mode, enum_member
     from ..errors import ConfigError
 
-    modes = {"exact": Mode.EXACT, "lsh": Mode.LSH}
-    if mode.lower() not in modes:
+    member = enum_member(Mode, mode)
+    if member is None:
         raise ConfigError(f"--mode must be 'exact' or 'lsh', got {mode!r}")
-    return dataclasses.replace(cfg, ingestion=dataclasses.replace(
-        cfg.ingestion, mode=modes[mode.lower()]))
+    return dataclasses.replace(cfg, ingestion=dataclasses.replace(cfg.ingestion, mode=member))
 
 
 def with_fact_guard(cfg: Any, value: str) -> Any:

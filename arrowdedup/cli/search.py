@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from .app import ConfigOpt, app, clean_errors, console, err_console
+from .app import (
+    ConfigOpt,
+    EmbedderOpt,
+    JsonOpt,
+    app,
+    clean_errors,
+    console,
+    id_width,
+    middle,
+    note,
+    print_json,
+)
 
 ModeOpt = Annotated[str, typer.Option("--mode", "-m",
                                       help="hybrid (default), keyword or semantic.")]
-EmbedderOpt = Annotated[str | None, typer.Option(
-    "--embedder", "-e",
-    help="Embedder for the query when the store's model cannot be loaded from its manifest: "
-         "'minilm' or 'model2vec:PATH'.")]
+WhereOpt = Annotated[str | None, typer.Option(
+    "--where", "-w",
+    help="DuckDB SQL predicate over the segment columns, applied before ranking, e.g. "
+         "\"doc_id LIKE 'docs/v3.6/%'\" or \"language = 'de'\".")]
+MinCosineOpt = Annotated[float | None, typer.Option(
+    "--min-cosine",
+    help="Drop results whose dense cosine to the query is below this (default: the config's "
+         "Retrieval.MinDenseSimilarity, 0 = off).")]
+# Characters of a result's text shown in the table (the whole text is in --json).
+TEXT_CHARS = 320
 
 
 def _config(path: Path | None) -> object | None:
@@ -25,45 +41,79 @@ def _config(path: Path | None) -> object | None:
     return DedupConfig.from_json(path) if path is not None else None
 
 
+def search_payload(query: list[str], result: Any) -> dict[str, Any]:
+    """The JSON object of `search --json` (the same keys as before, plus ``where``)."""
+    return {"query": query, "mode": result.mode, "k": result.k, "where": result.where,
+            "before": result.before, "after": result.after, "removed": result.removed,
+            "timings": result.timings, "results": result.results.to_dicts()}
+
+
+def results_table(title: str, results: Any, width: int) -> Table:
+    """The results, readable at any width: every field kept, the text wrapped, ids shortened
+    from the middle; ranks (dense/BM25/salience/freshness) and displaced ids under the id."""
+    table = Table(title=title, show_lines=True, expand=False,
+                  caption="score: normalised RRF (from ranks only); cosine: dense similarity "
+                          "to the query; ranks: dense/BM25/salience/freshness")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("cosine", justify="right", no_wrap=True)
+    ids = id_width(width, share=0.28, floor=16, cap=48)
+    table.add_column("segment\nranks d/b/s/f", no_wrap=True, max_width=ids,
+                     min_width=min(ids, 16))
+    table.add_column("text", ratio=1, min_width=16, overflow="fold")
+    for r in results.iter_rows(named=True):
+        ranks = "/".join(str(r[c]) if r[c] is not None else "-"
+                         for c in ("rank_dense", "rank_bm25", "rank_salience", "rank_freshness"))
+        sid, doc = str(r["segment_id"]), str(r["doc_id"])
+        cell = [middle(sid, ids)]
+        if not sid.startswith(doc):
+            cell.append(middle(f"({doc})", ids))
+        dups = len(r["displaced_ids"] or [])
+        cell.append(middle(f"{ranks}" + (f" · {dups} dup{'s' if dups != 1 else ''}"
+                                         if dups else ""), ids))
+        text = " ".join(str(r["text"]).split())
+        cosine = r.get("cosine")
+        table.add_row(str(r["rank"]), f"{r['score']:.3f}",
+                      "-" if cosine is None else f"{cosine:.3f}", "\n".join(cell),
+                      text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS - 1] + "…")
+    return table
+
+
 @app.command()
 @clean_errors
 def search(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     query: Annotated[list[str], typer.Argument(help="Query text; several are fused (RRF).")],
-    k: Annotated[int, typer.Option("-k", help="Number of results.")] = 10,
+    k: Annotated[int, typer.Option("-k", "--k", help="Number of results.")] = 10,
     mode: ModeOpt = "hybrid",
-    as_json: Annotated[bool, typer.Option("--json", help="JSON for scripts.")] = False,
+    where: WhereOpt = None,
+    min_cosine: MinCosineOpt = None,
+    as_json: JsonOpt = False,
     embedder: EmbedderOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Hybrid search (dense + BM25 + salience + freshness, RRF) with cross-document dedup."""
+    """Hybrid search (dense + BM25 + salience + freshness, RRF) with cross-document dedup.
+
+    score: the normalised RRF score in [0, 1] (ranks only: 1 = first on every signal);
+    cosine: the dense cosine of the result to the query (how close it is).
+    """
     from ..retrieval.search import search as run_search
 
     result = run_search(store, query[0] if len(query) == 1 else query, k=k, mode=mode,
-                        config=_config(config), embedder=embedder)  # type: ignore[arg-type]
+                        config=_config(config), embedder=embedder,  # type: ignore[arg-type]
+                        where=where, min_cosine=min_cosine)
     if as_json:
-        payload = {"query": query, "mode": result.mode, "k": result.k,
-                   "before": result.before, "after": result.after, "removed": result.removed,
-                   "timings": result.timings, "results": result.results.to_dicts()}
-        console.print(json.dumps(payload, ensure_ascii=False, indent=2), markup=False,
-                      soft_wrap=True, highlight=False)
+        print_json(search_payload(query, result))
+        note(result.summary())
         return
-    table = Table(title=f"{result.mode} search: {' | '.join(query)}")
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("segment (doc)", no_wrap=True)
-    table.add_column("ranks d/b/s/f", no_wrap=True)
-    table.add_column("dups", justify="right", no_wrap=True)
-    table.add_column("text", ratio=1, min_width=20)
-    for r in result.results.iter_rows(named=True):
-        ranks = "/".join(str(r[c]) if r[c] is not None else "-"
-                         for c in ("rank_dense", "rank_bm25", "rank_salience", "rank_freshness"))
-        text = str(r["text"]).replace("\n", " ")
-        table.add_row(str(r["rank"]), f"{r['score']:.3f}", f"{r['segment_id']} ({r['doc_id']})",
-                      ranks, str(len(r["displaced_ids"])),
-                      text if len(text) <= 200 else text[:199] + "…")
-    console.print(table)
-    err_console.print(result.summary(), markup=False)
+    title = f"{result.mode} search: {' | '.join(query)}"
+    if result.where:
+        title += f" (where {result.where})"
+    console.print(results_table(title, result.results, console.width))
+    if result.results.height == 0:
+        console.print("no result passed the relevance floor"
+                      + (" and the filter" if result.where else ""), markup=False)
+    note(result.summary())
 
 
 @app.command()
@@ -71,21 +121,40 @@ def search(
 def context(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     query: Annotated[str, typer.Argument(help="Query text.")],
-    k: Annotated[int, typer.Option("-k", help="Number of retrieved results.")] = 5,
+    k: Annotated[int, typer.Option("-k", "--k", help="Number of retrieved results.")] = 5,
     expand: Annotated[int, typer.Option(
         "--expand", help="Neighbours (same section) to add per result.")] = 0,
     expand_keys: Annotated[bool, typer.Option(
         "--expand-keys", help="Add segments of other documents that share a key with a "
                               "result (linked by `column: value`).")] = False,
+    max_chars: Annotated[int | None, typer.Option(
+        "--max-chars",
+        help="Budget of the rendered context in characters: the best results are packed "
+             "first, whole segments only (a token is ~4 characters).")] = None,
     mode: ModeOpt = "hybrid",
+    where: WhereOpt = None,
+    min_cosine: MinCosineOpt = None,
+    as_json: JsonOpt = False,
     embedder: EmbedderOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Markdown context for an LLM prompt: results and their neighbours, grouped by document."""
+    """Markdown context for an LLM prompt: results and their neighbours, grouped by document,
+    each block with its source; code stays fenced."""
     from ..retrieval.context import build_context
 
     ctx = build_context(store, query, k=k, expand=expand, mode=mode,
                         config=_config(config), embedder=embedder,  # type: ignore[arg-type]
-                        expand_keys=expand_keys)
-    typer.echo(ctx.markdown())
-    err_console.print(ctx.search.summary(), markup=False)
+                        expand_keys=expand_keys, where=where, min_cosine=min_cosine,
+                        max_chars=max_chars)
+    markdown = ctx.markdown()
+    if as_json:
+        print_json({"query": ctx.query, "markdown": markdown, "chars": len(markdown),
+                    "tokens_estimate": ctx.tokens_estimate(), "left_out": ctx.left_out,
+                    "dropped_duplicates": ctx.dropped,
+                    "segments": ctx.segments.to_dicts()})
+    else:
+        typer.echo(markdown)
+    note(ctx.search.summary())
+    note(f"context: {ctx.segments.height} segments, {len(markdown):,} characters "
+         f"(~{ctx.tokens_estimate():,} tokens)"
+         + (f"; {ctx.left_out} left out by --max-chars" if ctx.left_out else ""))

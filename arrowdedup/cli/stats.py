@@ -69,7 +69,8 @@ def _group_rows(con: Any, view: str) -> tuple[list[str], list[tuple[Any, ...]]]:
 @clean_errors
 def stats(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
-    fmt: Annotated[StatsFormat, typer.Option("--format", "-f", help="Output format.")] =
+    fmt: Annotated[StatsFormat, typer.Option("--format", "-f", help="Output format.",
+                                             case_sensitive=False)] =
     StatsFormat.TABLE,
     sql: Annotated[str | None, typer.Option("--sql", help="A SQL query against the views.")] =
     None,
@@ -132,7 +133,7 @@ def stats(
                 more = f" and {len(w.doc_ids) - 10} more" if len(w.doc_ids) > 10 else ""
                 docs = f" [documents: {shown}{more}]"
             console.print(f"warning: {w.metric} = {w.value:.3f} (threshold {w.threshold:g}): "
-                          f"{w.message}{docs}", markup=False, soft_wrap=True)
+                          f"{w.message}{docs}", markup=False)
     finally:
         con.close()
 

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .app import app, clean_errors, console, err_console
+from .app import JsonOpt, app, clean_errors, console, err_console, print_json
 
 
 @app.command()
 @clean_errors
 def verify(
     store: Annotated[Path, typer.Argument(help="Store directory to check.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    as_json: JsonOpt = False,
     max_problems: Annotated[int, typer.Option(help="Stop listing after this many.")] = 100,
 ) -> None:
     """Check a store against its manifest (rows, sha256), its decisions (every representative
@@ -24,12 +25,12 @@ def verify(
 
     report = verify_store(store, max_problems=max_problems)
     if as_json:
-        console.print(report_json(report), markup=False, soft_wrap=True)
+        print_json(json.loads(report_json(report)))
     else:
         for problem in report.problems:
             err_console.print(f"problem: {problem}", markup=False, soft_wrap=True)
         for note in report.notes:
-            console.print(f"note: {note}", markup=False, soft_wrap=True)
-        console.print(report.summary(), markup=False, soft_wrap=True)
+            console.print(f"note: {note}", markup=False)
+        console.print(report.summary(), markup=False)
     if not report.ok:
         raise typer.Exit(code=1)

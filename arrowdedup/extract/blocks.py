@@ -34,6 +34,8 @@ class ParsedDoc:
     runs: list[int] = dataclasses.field(default_factory=list)
     pages_start: list[int | None] = dataclasses.field(default_factory=list)
     pages_end: list[int | None] = dataclasses.field(default_factory=list)
+    # Position of a code segment → the language its fence names (```python → "python").
+    code_languages: dict[int, str] = dataclasses.field(default_factory=dict)
     _path: list[tuple[int, str]] = dataclasses.field(default_factory=list, repr=False)
     _run: int = dataclasses.field(default=0, repr=False)
 

@@ -77,6 +77,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "position": pl.Int32(),
     "section": pl.String(),
     "heading_level": pl.Int8(),
+    "code_language": pl.String(),
     "title": pl.String(),
     "doc_type": pl.String(),
     "language": pl.String(),
@@ -121,6 +122,8 @@ class ExtractResult:
     skipped: tuple[SkippedFile, ...]
     timings: dict[str, float]
     keys: tuple[KeyColumns, ...] = ()
+    # Files found in the folders given whose type no extractor reads (.png, .bin, …).
+    unsupported: tuple[str, ...] = ()
 
     def keys_report(self) -> list[str]:
         """One line per table with key columns: which, and whether given or detected."""
@@ -139,7 +142,12 @@ class ExtractResult:
     def summary(self) -> str:
         """One line: files, skipped files, segments and their types, seconds."""
         types = ", ".join(f"{k} {v:,}" for k, v in self.type_counts().items())
-        skipped = f" ({len(self.skipped)} skipped)" if self.skipped else ""
+        left = []
+        if self.skipped:
+            left.append(f"{len(self.skipped)} skipped")
+        if self.unsupported:
+            left.append(f"{len(self.unsupported)} of unsupported types ignored")
+        skipped = f" ({', '.join(left)})" if left else ""
         return (
             f"extracted {len(self.files):,} files{skipped} → {self.segments.height:,} segments"
             f"{f' ({types})' if types else ''} in {sum(self.timings.values()):.2f} s"
@@ -153,8 +161,25 @@ class ExtractResult:
             "segment_types": self.type_counts(),
             "skipped_files": [dataclasses.asdict(s) for s in self.skipped],
             "key_columns": [dataclasses.asdict(k) for k in self.keys],
+            "unsupported_files": list(self.unsupported),
             "timings": dict(self.timings),
         }
+
+    def left_out(self, limit: int = 5) -> list[str]:
+        """Lines that say what was not extracted and why: the count and the first names."""
+        lines = []
+        if self.skipped:
+            names = ", ".join(s.path for s in self.skipped[:limit])
+            more = f" and {len(self.skipped) - limit} more" if len(self.skipped) > limit else ""
+            lines.append(f"skipped {len(self.skipped)} unreadable file(s): {names}{more}")
+            lines.extend(f"  {s.path}: {s.reason}" for s in self.skipped[:limit])
+        if self.unsupported:
+            names = ", ".join(self.unsupported[:limit])
+            more = (f" and {len(self.unsupported) - limit} more"
+                    if len(self.unsupported) > limit else "")
+            lines.append(f"ignored {len(self.unsupported)} file(s) of unsupported types: "
+                         f"{names}{more} (supported: {', '.join(EXTENSIONS)})")
+        return lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +210,7 @@ def extract(
     workers: int | None = None,
     neighbours: int = 3,
     detect_keys: bool = True,
+    doc_version_from_path: str | None = None,
 ) -> pl.DataFrame:
     """Segments of the documents at ``paths`` (files or folders, walked recursively).
 
@@ -194,6 +220,7 @@ def extract(
         paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
         skip_bad_files=skip_bad_files, workers=workers, neighbours=neighbours,
         detect_keys=detect_keys,
+        doc_version_from_path=doc_version_from_path,
     ).segments
 
 
@@ -207,6 +234,7 @@ def extract_documents(
     workers: int | None = None,
     neighbours: int = 3,
     detect_keys: bool = True,
+    doc_version_from_path: str | None = None,
 ) -> ExtractResult:
     """Extract segments from documents into one table (columns and types: :data:`SCHEMA`).
 
@@ -224,6 +252,8 @@ def extract_documents(
       of stopping the run.
     - ``workers``: processes for the Markdown/HTML/text parsing (default: the CPU count for large
       inputs, else 1); the output does not depend on it.
+    - ``doc_version_from_path``: e.g. ``"docs/v{version}/**"`` fills a ``doc_version`` column
+      (matched like ``language_from_path``); retrieval's freshness compares it as a version.
     - ``neighbours``: how many ids ``neighbours_before`` / ``neighbours_after`` hold at most, the
       nearest first, inside the same stretch of a section.
 
@@ -235,7 +265,9 @@ def extract_documents(
     started = time.perf_counter()
     keys = _key_columns(key_columns)
     matcher = _language_matcher(language_from_path)
-    files = _discover(paths, root)
+    versioner = _path_matcher(doc_version_from_path, "version")
+    unsupported: list[str] = []
+    files = _discover(paths, root, unsupported)
     timings = {"discover": time.perf_counter() - started}
 
     tick = time.perf_counter()
@@ -329,12 +361,15 @@ def extract_documents(
         segments = with_content_hash(segments)  # passthrough rows mixed with extracted ones
     if not any_language and "language" in segments.columns:
         segments = segments.drop("language")
+    if versioner is not None:
+        segments = _with_versions(segments, files, versioner, claimed)
     try:
         validate(segments)
     except SchemaError as err:
         raise SchemaError(f"the extracted files together do not form one table: {err}") from err
     timings["assemble"] = time.perf_counter() - tick
-    return ExtractResult(segments, tuple(done), tuple(skipped), timings, tuple(key_reports))
+    return ExtractResult(segments, tuple(done), tuple(skipped), timings, tuple(key_reports),
+                         tuple(sorted(set(unsupported))))
 
 
 def with_content_hash(segments: pl.DataFrame) -> pl.DataFrame:
@@ -383,6 +418,23 @@ def _parse_pdfs(files: list[_File], workers: int | None) -> dict[Path, ParsedDoc
     return out
 
 
+def _with_versions(segments: pl.DataFrame, files: list[_File],
+                   versioner: Callable[[_File], str | None],
+                   claimed: dict[str, str] | None = None) -> pl.DataFrame:
+    """``doc_version`` per document from its path (null where the pattern does not match);
+    ``claimed`` (doc_id → file path) adds the documents a file splits into (workbook sheets)."""
+    by_rel = {f.rel: f for f in files}
+    pairs = [(f.doc_id, f) for f in files]
+    pairs += [(doc_id, by_rel[rel]) for doc_id, rel in (claimed or {}).items() if rel in by_rel]
+    versions = pl.DataFrame({"doc_id": [d for d, _ in pairs],
+                             "doc_version": [versioner(f) for _, f in pairs]},
+                            schema={"doc_id": pl.String, "doc_version": pl.String})
+    versions = versions.unique("doc_id", keep="first", maintain_order=True)
+    if "doc_version" in segments.columns:
+        segments = segments.drop("doc_version")
+    return segments.join(versions, on="doc_id", how="left", maintain_order="left")
+
+
 def _key_columns(key_columns: Sequence[str] | str | None) -> list[str] | None:
     if key_columns is None:
         return None
@@ -403,6 +455,11 @@ def _read_bytes(path: Path, display: str) -> bytes:
 
 def _decode(data: bytes, display: str) -> str:
     """UTF-8 text (a BOM dropped), with every line ending turned into "\\n"."""
+    if _looks_binary(data):
+        raise InputError(
+            f"{display} is a binary file, not text (it holds NUL or control bytes); it cannot "
+            f"be extracted as its extension says: remove it from the input, {_SKIP_HINT}"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -415,6 +472,20 @@ def _decode(data: bytes, display: str) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text
+
+
+_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13))
+
+
+def _looks_binary(data: bytes) -> bool:
+    """NUL in the first 8 KiB, or more than 10 % control bytes: an image, an archive, a
+    compiled file, not text in some other encoding."""
+    head = data[:8192]
+    if not head:
+        return False
+    if b"\0" in head:
+        return True
+    return len(head) - len(head.translate(None, _CONTROL)) > 0.1 * len(head)
 
 
 def _parse_one(task: tuple[str, str, str]) -> ParsedDoc | str:
@@ -488,6 +559,10 @@ def _parse_in_subprocesses(
             proc.kill()
         log.warning("parallel extraction unavailable (%s); parsing in this process", err)
         return None
+    except BaseException:  # Ctrl-C: no worker outlives the run
+        for proc in procs:
+            proc.kill()
+        raise
     results: list[ParsedDoc | str] = [""] * len(tasks)
     for i, (proc, output) in enumerate(zip(procs, outputs, strict=True)):
         part: list[ParsedDoc | str] | None = None
@@ -506,6 +581,8 @@ def _parse_in_subprocesses(
 
 # The worker: read the pickled tasks on stdin, write the pickled results on stdout.
 _WORKER = (
+    # The parent handles Ctrl-C (and kills its workers): a worker must not print a traceback.
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
     "import pickle, sys; from arrowdedup.extract.core import _parse_one; "
     "tasks = pickle.load(sys.stdin.buffer); "
     "pickle.dump([_parse_one(t) for t in tasks], sys.stdout.buffer, pickle.HIGHEST_PROTOCOL)"
@@ -527,8 +604,10 @@ def _claim_id(claimed: dict[str, str], doc_id: str, file: _File) -> None:
     claimed[doc_id] = file.rel
 
 
-def _discover(paths: PathsInput, root: str | Path | None) -> list[_File]:
-    """Every supported file under ``paths``, once, sorted by path relative to its root."""
+def _discover(paths: PathsInput, root: str | Path | None,
+              unsupported: list[str] | None = None) -> list[_File]:
+    """Every supported file under ``paths``, once, sorted by path relative to its root; the
+    folder files of other types are appended to ``unsupported`` (hidden ones are not)."""
     args = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not args:
         raise InputError("no input paths given; pass document files or folders")
@@ -560,9 +639,14 @@ def _discover(paths: PathsInput, root: str | Path | None) -> list[_File]:
             for dirpath, dirnames, filenames in os.walk(path):
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
                 for name in sorted(filenames):
+                    if name.startswith("."):
+                        continue
                     fmt = EXTENSIONS.get(os.path.splitext(name)[1].lower())
-                    if fmt is not None and not name.startswith("."):
+                    if fmt is not None:
                         add(Path(dirpath) / name, base, fmt)
+                    elif unsupported is not None:
+                        unsupported.append(Path(os.path.relpath(
+                            os.path.abspath(Path(dirpath) / name), base)).as_posix())
         elif path.exists() or path.is_symlink():
             fmt = EXTENSIONS.get(path.suffix.lower())
             if fmt is None:
@@ -586,17 +670,28 @@ def compile_language_pattern(pattern: str) -> re.Pattern[str]:
 
     ``**`` is any number of folders, ``*`` any name part, ``?`` one character.
     """
-    if pattern.count("{lang}") != 1:
+    return compile_path_pattern(pattern, "lang")
+
+
+_EXAMPLES = {"lang": "content/{lang}/**", "version": "docs/v{version}/**"}
+
+
+def compile_path_pattern(pattern: str, field: str) -> re.Pattern[str]:
+    """A path pattern with one ``{field}`` placeholder → a regex with that named group
+    (``{version}`` takes the rest of one folder or file name: ``v{version}`` on ``v3.10``)."""
+    placeholder = "{" + field + "}"
+    if pattern.count(placeholder) != 1:
+        kind = "language" if field == "lang" else field
         raise ConfigError(
-            f"language pattern {pattern!r} must contain {{lang}} exactly once, "
-            "e.g. 'content/{lang}/**'"
+            f"{kind} pattern {pattern!r} must contain {placeholder} exactly once, "
+            f"e.g. {_EXAMPLES.get(field, '{' + field + '}/**')!r}"
         )
     out: list[str] = []
     i = 0
     while i < len(pattern):
-        if pattern.startswith("{lang}", i):
-            out.append(r"(?P<lang>[^/]+)")
-            i += len("{lang}")
+        if pattern.startswith(placeholder, i):
+            out.append(rf"(?P<{field}>[^/]+)")
+            i += len(placeholder)
         elif pattern.startswith("**/", i):
             out.append(r"(?:[^/]+/)*")
             i += 3
@@ -616,9 +711,13 @@ def compile_language_pattern(pattern: str) -> re.Pattern[str]:
 
 
 def _language_matcher(pattern: str | None) -> Callable[[_File], str | None] | None:
+    return _path_matcher(pattern, "lang")
+
+
+def _path_matcher(pattern: str | None, field: str) -> Callable[[_File], str | None] | None:
     if not pattern:
         return None
-    regex = compile_language_pattern(pattern.strip().lstrip("/"))
+    regex = compile_path_pattern(pattern.strip().lstrip("/"), field)
 
     def match(file: _File) -> str | None:
         # The path relative to the root first, then to each parent of the root in turn.
@@ -628,7 +727,7 @@ def _language_matcher(pattern: str | None) -> Callable[[_File], str | None] | No
             candidate = f"{prefix}/{file.rel}" if prefix else file.rel
             found = regex.fullmatch(candidate)
             if found:
-                return found.group("lang")
+                return found.group(field)
         return None
 
     return match
@@ -666,6 +765,8 @@ def _documents_chunk(pending: list[tuple[_File, ParsedDoc, str | None]]) -> pl.D
         "position": pl.Series(position, dtype=pl.Int32),
         "section": pl.Series(chain("sections"), dtype=pl.String),
         "heading_level": pl.Series(chain("levels"), dtype=pl.Int8),
+        "code_language": pl.Series([d.code_languages.get(i) for d in docs
+                                    for i in range(len(d.texts))], dtype=pl.String),
         "title": _doc_level([d.title for d in docs], pl.String(), index),
         "doc_type": _doc_level([f.fmt for f, _, _ in pending], pl.String(), index),
         "language": _doc_level([lang for _, _, lang in pending], pl.String(), index),

@@ -290,7 +290,10 @@ def _walk(tokens: list[Token], doc: ParsedDoc) -> None:
         elif kind in ("fence", "code_block"):
             code = code_text(tok.content)
             if code.strip():
-                doc.add(code, "code")
+                at = doc.add(code, "code")
+                info = (tok.info or "").strip().split()
+                if info:
+                    doc.code_languages[at] = info[0].strip("{}.")
         elif kind == "html_block":
             flow(visible_text(_SHORTCODE.sub(" ", tok.content)))
         i += 1

@@ -235,24 +235,31 @@ def _fmt(value: float | None, pct: bool = False) -> str:
     return f"{value:.1%}" if pct else f"{value:.3f}"
 
 
-def _table(header: list[str], rows: list[list[str]], numeric: tuple[int, ...] = ()) -> str:
-    """An HTML table of already-escaped cells; ``numeric`` columns never wrap."""
+def _table(header: list[str], rows: list[list[str]], numeric: tuple[int, ...] = (),
+           classes: dict[int, str] | None = None) -> str:
+    """An HTML table of already-escaped cells; ``numeric`` columns never wrap and take only
+    their width; ``classes`` give other columns a minimum width (``list``, ``prose``), so the
+    browser's table layout cannot squeeze them to a few characters."""
+    kinds = {i: "num" for i in numeric} | (classes or {})
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>"
+        "<tr>" + "".join(f"<td class='{kinds[i]}'>{c}</td>" if i in kinds else f"<td>{c}</td>"
                          for i, c in enumerate(row)) + "</tr>"
         for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 _CSS = """
-body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; color: #222; }
+body { font-family: sans-serif; margin: 1.5em 2em; color: #222; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; }
-table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; width: 100%; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
-th { background: #f2f2f2; } img { display: block; margin: 0.6em 0; max-width: 100%; }
-td.num { white-space: nowrap; overflow-wrap: normal; }
+         overflow-wrap: break-word; }
+th { background: #f2f2f2; white-space: nowrap; }
+img { display: block; margin: 0.6em 0; max-width: 100%; height: auto; }
+td.num { white-space: nowrap; overflow-wrap: normal; text-align: right; width: 1%; }
+td.id, td.list { overflow-wrap: anywhere; min-width: 8em; } td.list { min-width: 10em; }
+td.prose { min-width: 12em; }
 .warn { color: #a40000; } .muted { color: #666; }
 """
 
@@ -268,7 +275,7 @@ def render_html(
     parts.append(_table(["metric", "value"], [
         [html.escape(name), _fmt(data.metrics[name], pct=name.startswith("dedup"))]
         for name in CORPUS_METRICS
-    ]))
+    ], numeric=(1,)))
     parts.append("<h2>Warnings</h2>")
     if data.warnings:
         parts.append(_table(["metric", "value", "threshold", "documents", "note"], [
@@ -276,14 +283,14 @@ def render_html(
              html.escape(", ".join(w.doc_ids[:20]) + (" …" if len(w.doc_ids) > 20 else "")),
              f"<span class='warn'>{html.escape(w.message)}</span>"]
             for w in data.warnings
-        ]))
+        ], numeric=(1, 2), classes={3: "list", 4: "prose"}))
     else:
         parts.append("<p class='muted'>No warning: every metric is inside its threshold.</p>")
     parts.append("<h2>Dedup by doc_type</h2>")
     parts.append(_table(["doc_type", "documents", "segments", "dedup ratio"], [
         [html.escape(str(r["doc_type"])), str(r["documents"]), str(r["segments"]),
          f"{r['value']:.1%}"] for r in data.by_doc_type.iter_rows(named=True)
-    ]))
+    ], numeric=(1, 2, 3)))
     for name, fig in figures(data).items():
         encoded = base64.b64encode(figure_png(fig)).decode("ascii")
         parts.append(f"<h2>{html.escape(name)}</h2>"
@@ -305,7 +312,8 @@ def render_html(
                          str(r["exact_duplicate_count"]), html.escape(str(r["text"] or "")),
                          html.escape(dups)])
         parts.append(_table(["doc_id", "segment_id", "boost", "near", "exact", "text",
-                             "merged duplicates"], rows, numeric=(2, 3, 4)))
+                             "merged duplicates"], rows, numeric=(2, 3, 4),
+                            classes={0: "id", 1: "id", 5: "prose", 6: "list"}))
     else:
         parts.append("<p class='muted'>No segment was boosted.</p>")
     parts += _examples_section(con, limit)

@@ -56,6 +56,34 @@ def _documents_where(
     return float(rows[0][1]), tuple(str(r[0]) for r in rows)
 
 
+# Share of kept segments with a verbatim copy in another document above which the retrieval
+# warning blames the copies (version copies of a page, mirrored docs), not the queries.
+COPY_SHARE = 0.2
+
+
+def page_copies(con: duckdb.DuckDBPyConnection) -> tuple[float, int, list[str]] | None:
+    """(share of kept segments whose text appears in another document, pages shared by
+    several documents, the first few such documents) when that share is at least
+    :data:`COPY_SHARE`, else None. A "page" is a doc_id's last path part."""
+    rows = con.sql(
+        """
+        WITH t AS (SELECT doc_id, CAST(text AS VARCHAR) AS text FROM segments),
+        shared AS (SELECT text FROM t GROUP BY text HAVING count(DISTINCT doc_id) > 1),
+        flagged AS (SELECT t.doc_id, t.text IN (SELECT text FROM shared) AS copied FROM t)
+        SELECT
+          (SELECT avg(CAST(copied AS DOUBLE)) FROM flagged),
+          (SELECT count(*) FROM (
+              SELECT regexp_extract(doc_id, '[^/]*$') AS page FROM flagged WHERE copied
+              GROUP BY page HAVING count(DISTINCT doc_id) > 1)),
+          (SELECT list(doc_id ORDER BY doc_id) FROM (
+              SELECT DISTINCT doc_id FROM flagged WHERE copied ORDER BY doc_id LIMIT 4))
+        """
+    ).fetchall()[0]
+    if rows[0] is None or rows[0] < COPY_SHARE:
+        return None
+    return float(rows[0]), int(rows[1] or 0), [str(d) for d in (rows[2] or [])]
+
+
 def compute_warnings(
     con: duckdb.DuckDBPyConnection,
     analytics: AnalyticsConfig,
@@ -89,11 +117,25 @@ def compute_warnings(
     retrieval = analytics.high_retrieval_dedup_threshold
     r_ratio = metrics["dedup_ratio_retrieval"]
     if r_ratio is not None and r_ratio > retrieval:
-        out.append(MetricWarning(
-            "dedup_ratio_retrieval", r_ratio, retrieval, (),
-            f"retrieval dedup removed {r_ratio:.1%} of the results (> {retrieval:.0%}): "
-            "queries too broad, or many similar documents",
-        ))
+        copies = page_copies(con)
+        if copies is not None:
+            share, pages, copied = copies
+            message = (
+                f"retrieval dedup removed {r_ratio:.1%} of the results (> {retrieval:.0%}); "
+                f"{share:.0%} of the kept segments have an exact copy in another document "
+                f"({pages} page(s) appear in several documents, e.g. {', '.join(copied)}): most "
+                "removed results are likely those copies, not too broad queries; narrow the "
+                "search to one version (--where) or ingest one copy"
+            )
+            out.append(MetricWarning("dedup_ratio_retrieval", r_ratio, retrieval,
+                                     tuple(copied), message))
+        else:
+            out.append(MetricWarning(
+                "dedup_ratio_retrieval", r_ratio, retrieval, (),
+                f"retrieval dedup removed {r_ratio:.1%} of the results (> {retrieval:.0%}) and "
+                "the store holds few verbatim copies across documents: queries too broad, or "
+                "many similar (not identical) documents",
+            ))
 
     boost = analytics.high_salience_boost_threshold
     worst, docs = _documents_where(con, "max_salience_boost", ">=", boost)

@@ -12,6 +12,7 @@ threshold, so an expansion that repeats anything already in the context is left 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +28,31 @@ from .keys import linked_rows
 from .search import Query, SearchResult, StoreView, search, store_view
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Context:
     """The segments of a context (``segments``: doc_id, segment_id, text, position, section,
     origin 'retrieved' | 'expanded' | 'linked', rank, linked_by (the shared key of a linked
-    segment, else null)) and its Markdown rendering."""
+    segment, else null), …) and its Markdown rendering."""
 
     query: str
     segments: pl.DataFrame
     search: SearchResult
     dropped: int  # expansions left out as duplicates of something already in the context
+    left_out: int = 0  # segments that did not fit in ``max_chars``
+    max_chars: int | None = None
 
     def markdown(self) -> str:
-        return render_markdown(self.query, self.segments)
+        return render_markdown(self.query, self.segments, budget=self.max_chars,
+                               left_out=self.left_out)
+
+    def tokens_estimate(self) -> int:
+        """About how many tokens the Markdown costs a language model (~4 characters each)."""
+        return estimate_tokens(self.markdown())
+
+
+def estimate_tokens(text: str) -> int:
+    """~4 characters per token, the usual rule of thumb for English text and code."""
+    return (len(text) + 3) // 4
 
 
 def _nearest(before: list[Any] | None, after: list[Any] | None, limit: int) -> list[str]:
@@ -88,16 +101,28 @@ def build_context(
     embedder: str | Embedder | None = None,
     expand_keys: bool = False,
     key_limit: int = 5,
+    where: str | None = None,
+    min_cosine: float | None = None,
+    max_chars: int | None = None,
 ) -> Context:
     """Search, then expand each result with up to ``expand`` neighbours and, with
     ``expand_keys``, up to ``key_limit`` segments of other documents per key it shares
-    (:mod:`.keys`); dedupe again."""
+    (:mod:`.keys`); dedupe again.
+
+    ``max_chars`` packs the rendered Markdown into that many characters: results are taken
+    best first, each with its expansions, whole segments only; the first that does not fit
+    ends the packing (``left_out`` counts what was dropped).
+    """
     if expand < 0:
         raise InputError(f"expand = {expand} is invalid: give 0 or more neighbours")
+    if max_chars is not None and max_chars < 200:
+        raise InputError(f"max_chars = {max_chars} is too small for any context (the header "
+                         "and one source line need ~200 characters); give 200 or more")
     st = open_store(store)
     view = store_view(st)
     cfg = view.config if config is None else resolve_config(config)
-    result = search(st, query, k=k, mode=mode, config=cfg, embedder=embedder)
+    result = search(st, query, k=k, mode=mode, config=cfg, embedder=embedder, where=where,
+                    min_cosine=min_cosine)
     rows = [int(r) for r in result.rows]
     origin = ["retrieved"] * len(rows)
     rank = list(range(1, len(rows) + 1))
@@ -133,8 +158,7 @@ def build_context(
         origin = [o for o, kk in zip(origin, keep, strict=True) if kk]
         rank = [r for r, kk in zip(rank, keep, strict=True) if kk]
         linked_by = [k for k, kk in zip(linked_by, keep, strict=True) if kk]
-    cols = [c for c in ("doc_id", "segment_id", "text", "position", "section", "title")
-            if c in view.frame.columns]
+    cols = [c for c in CONTEXT_COLUMNS if c in view.frame.columns]
     segments = view.frame[idx.tolist()].select(cols) if idx.size else view.frame.select(cols) \
         .clear()
     segments = segments.with_columns(pl.Series("origin", origin, dtype=pl.String),
@@ -142,15 +166,52 @@ def build_context(
                                      pl.Series("linked_by", linked_by, dtype=pl.String))
     text = query if isinstance(query, str) else \
         " | ".join(query) if isinstance(query, list) else "(vector query)"
-    return Context(query=text, segments=segments, search=result, dropped=dropped)
+    left_out = 0
+    if max_chars is not None:
+        segments, left_out = pack(text, segments, max_chars)
+    return Context(query=text, segments=segments, search=result, dropped=dropped,
+                   left_out=left_out, max_chars=max_chars)
 
 
-def render_markdown(query: str, segments: pl.DataFrame) -> str:
-    """Markdown grouped by document (best-ranked document first), segments in document order;
-    each segment is marked ``retrieved #rank`` or ``expanded (for #rank)``."""
+CONTEXT_COLUMNS = ("doc_id", "segment_id", "text", "segment_type", "position", "section",
+                   "heading_level", "code_language", "title", "doc_version", "page_start",
+                   "page_end")
+
+
+def pack(query: str, segments: pl.DataFrame, max_chars: int) -> tuple[pl.DataFrame, int]:
+    """The best-ranked segments whose rendering fits in ``max_chars``: result #1 and its
+    expansions, then #2, …; stops at the first segment that would overflow."""
+    if segments.height == 0:
+        return segments, 0
+    # Priority: by the rank of the result a segment belongs to, the retrieved one first.
+    order = segments.with_row_index("__i").sort(
+        ["rank", pl.col("origin") != "retrieved", "__i"]).get_column("__i").to_list()
+    chosen: list[int] = []
+    for i in order:
+        trial = segments[sorted([*chosen, i])]
+        if len(render_markdown(query, trial, budget=max_chars,
+                               left_out=segments.height - len(chosen) - 1)) > max_chars:
+            break
+        chosen.append(i)
+    kept = segments[sorted(chosen)] if chosen else segments.clear()
+    return kept, segments.height - len(chosen)
+
+
+def render_markdown(query: str, segments: pl.DataFrame, *, budget: int | None = None,
+                    left_out: int = 0) -> str:
+    """Markdown grouped by document (best-ranked document first), segments in document order.
+
+    Written to be pasted into a prompt: each document block (``##``) names its source (title,
+    ``doc_id``, version); each segment says whether it was retrieved (``#rank``) or added as
+    context for a result, and where it sits (section, page); headings of the document are
+    rendered below the block's level (``###`` and deeper), so they never compete with it;
+    code segments are fenced with their language; a prose line that starts with ``#`` is
+    escaped, so it stays text.
+    """
     lines = [f"# Context for: {query}", ""]
     if segments.height == 0:
-        lines.append("_No segment passed the relevance floor._")
+        lines.append("_No segment passed the relevance floor._" if not left_out else
+                     f"_No segment fits in {budget:,} characters ({left_out} left out)._")
         return "\n".join(lines) + "\n"
     order_cols = ["position"] if "position" in segments.columns else []
     docs = segments.group_by("doc_id", maintain_order=True).agg(pl.col("rank").min()) \
@@ -159,16 +220,67 @@ def render_markdown(query: str, segments: pl.DataFrame) -> str:
         part = segments.filter(pl.col("doc_id") == doc_id)
         if order_cols:
             part = part.sort([*order_cols, "segment_id"])
-        title = part.get_column("title")[0] if "title" in part.columns else None
-        lines.append(f"## {title} ({doc_id})" if title else f"## {doc_id}")
+        first = part.row(0, named=True)
+        title = first.get("title")
+        lines.append(f"## {_inline(title)}" if title else f"## {_inline(str(doc_id))}")
+        source = [f"source: `{doc_id}`"]
+        if first.get("doc_version"):
+            source.append(f"version {first['doc_version']}")
+        lines.append("_" + " · ".join(source) + "_")
         lines.append("")
         for r in part.iter_rows(named=True):
             mark = f"retrieved #{r['rank']}" if r["origin"] == "retrieved" else \
-                f"linked by `{r['linked_by']}`, context for #{r['rank']}" \
-                if r["origin"] == "linked" else f"expanded, context for #{r['rank']}"
-            where = f" · {r['section']}" if r.get("section") else ""
-            lines.append(f"**[{mark}]** `{r['segment_id']}`{where}")
+                f"linked by `{r['linked_by']}`: context for #{r['rank']}" \
+                if r["origin"] == "linked" else f"expanded: context for #{r['rank']}"
+            where = [mark]
+            if r.get("section"):
+                where.append(f"section: {_inline(str(r['section']))}")
+            page = _pages(r.get("page_start"), r.get("page_end"))
+            if page:
+                where.append(page)
+            lines.append(f"_[{' · '.join(where)}]_ `{r['segment_id']}`")
             lines.append("")
-            lines.append(str(r["text"]).strip())
+            lines.extend(_block(r))
             lines.append("")
+    if left_out:
+        lines.append(f"_{left_out} more segment(s) left out to stay within {budget:,} "
+                     "characters._")
+        lines.append("")
     return "\n".join(lines)
+
+
+def _inline(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _pages(start: Any, end: Any) -> str | None:
+    if start is None:
+        return None
+    if end is None or end == start:
+        return f"page {start}"
+    return f"pages {start}–{end}"
+
+
+def _block(r: dict[str, Any]) -> list[str]:
+    """One segment's body: a heading two levels below its own, code fenced, prose escaped."""
+    text = str(r["text"]).strip("\n")
+    kind = r.get("segment_type")
+    if kind == "heading":
+        level = r.get("heading_level") or 1
+        return [f"{'#' * min(6, 2 + int(level))} {_inline(text)}"]
+    if kind == "code":
+        fence = "`" * max(3, _longest_run(text, "`") + 1)
+        return [f"{fence}{r.get('code_language') or ''}", text, fence]
+    # A prose line that would read as Markdown structure (a heading, a fence) is escaped.
+    out = []
+    for line in text.strip().split("\n"):
+        stripped = line.lstrip()
+        if stripped.startswith("#") or stripped.startswith("```") or stripped.startswith("~~~"):
+            indent = line[: len(line) - len(stripped)]
+            line = f"{indent}\\{stripped}"
+        out.append(line)
+    return out
+
+
+def _longest_run(text: str, char: str) -> int:
+    return max((len(m) for m in re.findall(re.escape(char) + "+", text)), default=0)

@@ -59,7 +59,7 @@ def group_rank(values: np.ndarray, known: np.ndarray, groups: np.ndarray, *,
     return competition_rank(best, group_known, descending=descending)[inverse]
 
 
-def rrf(ranks: Mapping[str, np.ndarray], weights: Mapping[str, float],
+def rrf(ranks: Mapping[str, np.ndarray], weights: Mapping[str, float], *,
         k: float = 60) -> tuple[np.ndarray, np.ndarray]:
     """(raw, normalised) RRF scores of candidates whose per-signal 1-based ranks are aligned.
 

@@ -14,7 +14,14 @@ Choices the spec leaves open, made here:
   its share of the normaliser); keyword mode refuses a vector query;
 - freshness ranks documents by their newest ``created_at`` among the candidates, and each
   segment takes its document's rank; without the column every row shares rank 1;
-- a multi-query search hashes its texts joined by newlines for the log's ``query_hash``.
+- a multi-query search hashes its texts joined by newlines for the log's ``query_hash``;
+- freshness without ``created_at`` compares ``doc_version`` as a version (``3.10`` > ``3.9``),
+  so of two copies of a page in ``docs/v3.5`` and ``docs/v3.6`` the newer one wins the tie;
+- ``where`` (a DuckDB SQL predicate over the segment columns) is evaluated once per version
+  and predicate into the set of allowed rows; the dense scan and the BM25 scores are then read
+  only at those rows, so a filter narrows the candidates before anything is ranked;
+- each result carries ``cosine``, its dense cosine to the query (the best over several
+  queries): RRF scores say only how the ranks compare, the cosine says how close it is.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import functools
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -38,7 +46,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from ..config import DedupConfig, resolve_config
-from ..embed import MINILM_NAME, Embedder, get_embedder
+from ..embed import Embedder, get_embedder, recorded_spec
 from ..errors import EmbedderError, InputError, StoreError
 from ..store import Store, open_store
 from .bm25 import Bm25Index, load_bm25
@@ -49,11 +57,18 @@ from .rerank import Reranker, rerank_order
 
 log = logging.getLogger("arrowdedup.retrieval")
 
-RESULT_COLUMNS = ("rank", "doc_id", "segment_id", "text", "rrf", "score", "rank_dense",
-                  "rank_bm25", "rank_salience", "rank_freshness", "rank_rerank", "displaced_ids")
+RESULT_COLUMNS = ("rank", "doc_id", "segment_id", "text", "rrf", "score", "cosine",
+                  "rank_dense", "rank_bm25", "rank_salience", "rank_freshness", "rank_rerank",
+                  "displaced_ids")
 VIEW_COLUMNS = ("doc_id", "segment_id", "text", "segment_type", "position", "salience",
-                "created_at", "language", "section", "neighbours_before", "neighbours_after",
-                "title", "doc_type", "fact_signature")
+                "created_at", "doc_version", "language", "section", "heading_level",
+                "code_language", "page_start", "page_end", "neighbours_before",
+                "neighbours_after", "title", "doc_type", "fact_signature")
+# Below this share of the rows a filtered dense scan gathers the allowed vectors (in blocks of
+# GATHER_BLOCK rows, so no large copy is made) and multiplies only those; above it one product
+# over all rows is cheaper than the gather (copying a row costs about what its dot product does).
+GATHER_SHARE = 0.2
+GATHER_BLOCK = 8192
 LOG_SCHEMA = pa.schema([
     ("time", pa.timestamp("us", tz="UTC")), ("run_id", pa.string()),
     ("query_hash", pa.string()), ("mode", pa.string()), ("k", pa.int32()),
@@ -70,7 +85,7 @@ def log_line(before: int, after: int) -> str:
             f"(removed {before - after} cross-doc duplicates)")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class SearchResult:
     """What one search returns: the top-K ``results`` and the dedup counts behind them."""
 
@@ -82,6 +97,7 @@ class SearchResult:
     k: int
     query_hash: str
     rows: np.ndarray  # store row (``Store.segments()`` order) of each result
+    where: str | None = None  # the SQL predicate the candidates had to satisfy
 
     @property
     def removed(self) -> int:
@@ -125,6 +141,8 @@ class StoreView:
                           == "page_furniture").to_numpy() \
             if "segment_type" in self.frame.columns else np.zeros(self.frame.height, bool)
         self._row_of: dict[str, int] | None = None
+        self._store = store
+        self._allowed: dict[str, np.ndarray | None] = {}
 
     @property
     def bm25(self) -> Bm25Index | None:
@@ -150,15 +168,103 @@ class StoreView:
         return s.cast(pl.Float64).fill_null(np.nan).to_numpy(), s.is_not_null().to_numpy()
 
     def _freshness(self) -> tuple[np.ndarray, np.ndarray]:
+        """A "newer is larger" value per row: ``created_at`` first, ``doc_version`` (compared as
+        a version) where the time is absent or equal. Returned as the dense ordinal of that
+        pair, so both fit one float and the ranks are exact."""
         n = self.frame.height
-        if "created_at" not in self.frame.columns:
+        times = self._times()
+        versions = version_keys(self.frame.get_column("doc_version")) \
+            if "doc_version" in self.frame.columns else None
+        if times is None and versions is None:
             return np.zeros(n), np.zeros(n, dtype=bool)
+        t = times if times is not None else np.full(n, np.nan)
+        v = versions if versions is not None else np.full(n, np.nan)
+        known = ~np.isnan(t) | ~np.isnan(v)
+        return np.where(known, dense_ordinal(t, v), np.nan), known
+
+    def _times(self) -> np.ndarray | None:
+        if "created_at" not in self.frame.columns:
+            return None
         col = self.frame.get_column("created_at")
         if not col.dtype.is_temporal():
             col = col.cast(pl.String).str.to_datetime(strict=False, time_zone="UTC")
         col = col.cast(pl.Datetime("us")) if col.dtype == pl.Date else col
         values = col.dt.epoch("us").cast(pl.Float64)
-        return values.fill_null(np.nan).to_numpy(), values.is_not_null().to_numpy()
+        if values.is_null().all():
+            return None
+        return values.fill_null(np.nan).to_numpy()
+
+    def allowed_rows(self, where: str | None) -> np.ndarray | None:
+        """Sorted store rows that satisfy ``where`` (None: every row). Cached per predicate."""
+        if where is None or not where.strip():
+            return None
+        key = where.strip()
+        if key not in self._allowed:
+            rows: np.ndarray | None = filter_rows(self._store, key)
+            if rows is not None and rows.size == self.frame.height:
+                rows = None  # every row passes: the unfiltered path, without gathers
+            while len(self._allowed) >= 16:
+                self._allowed.pop(next(iter(self._allowed)))
+            self._allowed[key] = rows
+        return self._allowed[key]
+
+
+def dense_ordinal(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
+    """0, 1, 2, … of each row's (primary, secondary) pair in ascending order, equal pairs
+    sharing one number; NaN sorts lowest."""
+    a = np.where(np.isnan(primary), -np.inf, primary)
+    b = np.where(np.isnan(secondary), -np.inf, secondary)
+    order = np.lexsort((b, a))
+    if order.size == 0:
+        return np.zeros(0)
+    sa, sb = a[order], b[order]
+    step = (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])
+    ranks = np.empty(order.size)
+    ranks[order] = np.concatenate([[0], np.cumsum(step)])
+    return ranks
+
+
+def version_keys(versions: pl.Series) -> np.ndarray:
+    """A float per row that orders version strings as versions (``3.9`` < ``3.10`` <
+    ``3.10.1``; ``v2`` = ``2``); NaN where there is none. Sorts the distinct values only."""
+    values = versions.cast(pl.String)
+    distinct = [v for v in values.unique().to_list() if v is not None and v.strip()]
+    order = {v: float(i) for i, v in enumerate(sorted(distinct, key=_version_tuple))}
+    codes = values.replace_strict(order, default=None, return_dtype=pl.Float64)
+    return codes.fill_null(np.nan).to_numpy()
+
+
+def _version_tuple(version: str) -> tuple[tuple[int, int | str], ...]:
+    # Numbers compare as numbers, other parts as text ("rc1" < "rc2"); ints sort before text
+    # so 3.10 > 3.10-rc1 is not claimed, but 3.10 > 3.9 always holds.
+    parts = re.findall(r"\d+|[A-Za-z]+", re.sub(r"^\D+(?=\d)", "", version.strip()))
+    return tuple((0, int(p)) if p.isdigit() else (1, p.lower()) for p in parts)
+
+
+def filter_rows(store: Store, where: str) -> np.ndarray:
+    """Store rows (``Store.segments()`` order) whose segment satisfies the DuckDB SQL
+    predicate ``where``; any column of the segments table can be named (embeddings aside)."""
+    import duckdb
+
+    frame = store.segments(with_embeddings=False).collect()
+    table = frame.with_row_index("__row").to_arrow()
+    con = duckdb.connect()
+    try:
+        con.register("segments", table)
+        try:
+            rel = con.sql(f"SELECT __row FROM segments WHERE ({where}) ORDER BY __row")
+            rows = rel.fetchnumpy()["__row"] if rel is not None else np.empty(0)
+        except duckdb.Error as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else \
+                type(err).__name__
+            cols = ", ".join(c for c in frame.columns)
+            raise InputError(
+                f"--where {where!r} is not a valid filter: {first}; write a DuckDB SQL "
+                f"predicate over the segment columns ({cols}), e.g. \"doc_id LIKE 'docs/%'\""
+            ) from err
+    finally:
+        con.close()
+    return np.asarray(rows, dtype=np.int64)
 
 
 _VIEWS: dict[str, StoreView] = {}
@@ -183,31 +289,18 @@ def _named_embedder(spec: str) -> Embedder:
 
 
 def resolve_embedder(store: Store, embedder: str | Embedder | None) -> Embedder:
-    """The embedder for text queries: ``embedder=`` or the model recorded in the store."""
+    """The embedder for text queries: ``embedder=`` or the one the store's manifest records."""
     model = store.embedding_model
     if embedder is not None:
         emb = _named_embedder(embedder) if isinstance(embedder, str) else get_embedder(embedder)
-    elif model is None:
-        raise EmbedderError(
-            f"store {store.root} records no embedding model, so a text query cannot be "
-            "embedded; pass embedder=... (CLI --embedder) or a query vector"
-        )
-    elif model in (MINILM_NAME, "minilm", "all-MiniLM-L6-v2"):
-        emb = _named_embedder("minilm")
-    elif model.startswith("model2vec:"):
-        path = (store.manifest.get("embedding") or {}).get("path")
-        if not path or not Path(path).is_dir():
-            raise EmbedderError(
-                f"store {store.root} was embedded with {model!r} and records no usable local "
-                "path for it; pass embedder='model2vec:PATH' (CLI --embedder model2vec:PATH) "
-                "with that model's directory"
-            )
-        emb = _named_embedder(f"model2vec:{path}")
     else:
-        raise EmbedderError(
-            f"store {store.root} was embedded with {model!r}, which this version cannot load; "
-            "pass an embedder object of that model with embedder=..."
-        )
+        spec = recorded_spec(store.manifest, f"store {store.root}")
+        if spec is None:
+            raise EmbedderError(
+                f"store {store.root} records no embedding model, so a text query cannot be "
+                "embedded; pass embedder=... (CLI --embedder) or a query vector"
+            )
+        emb = _named_embedder(spec)
     dim = store.embedding_dim
     if dim and emb.dim != dim:
         raise EmbedderError(
@@ -256,11 +349,13 @@ def query_hash(texts: list[str], vector: np.ndarray | None) -> str:
 def search(
     store: str | Path | Store,
     query: Query,
+    *,
     k: int = 10,
     mode: str | SearchMode = "hybrid",
     config: DedupConfig | None = None,
     embedder: str | Embedder | None = None,
-    *,
+    where: str | None = None,
+    min_cosine: float | None = None,
     reranker: Reranker | None = None,
     include_page_furniture: bool = False,
 ) -> SearchResult:
@@ -268,7 +363,11 @@ def search(
 
     ``query`` is a string, a list of strings (fused: each signal keeps its best score), or a
     1-D vector of the store's dimension. ``config=None`` uses the store's recorded config; text
-    queries are embedded with the store's model or ``embedder``. ``reranker``: see
+    queries are embedded with the store's model or ``embedder``. ``where`` is a DuckDB SQL
+    predicate over the segment columns (``"doc_id LIKE 'docs/v3.6/%'"``, ``"language = 'de'"``):
+    only rows that satisfy it are candidates, in the dense scan and in BM25 alike.
+    ``min_cosine`` (default ``Retrieval.MinDenseSimilarity``, 0 = off) drops candidates whose
+    dense cosine to the query is below it. ``reranker``: see
     :mod:`arrowdedup.retrieval.rerank` (reorders the candidates that pass the floor, before
     dedup). Page furniture is left out unless ``include_page_furniture``.
     """
@@ -279,6 +378,10 @@ def search(
     cfg = view.config if config is None else resolve_config(config)
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise InputError(f"k = {k!r} is invalid: ask for at least 1 result")
+    floor = cfg.retrieval.min_dense_similarity if min_cosine is None else float(min_cosine)
+    if not -1.0 <= floor <= 1.0 or floor != floor:
+        raise InputError(f"min_cosine = {min_cosine!r} is invalid: give a cosine in [-1, 1] "
+                         "(0 = off)")
     weights = mode_weights(cfg.rrf, mode)
     mode_name = SearchMode(str(getattr(mode, "value", mode)).lower()).value
     texts, vector = _parse_query(query)
@@ -297,13 +400,20 @@ def search(
             f"store {st.root} offers neither embeddings nor a BM25 index for this query; "
             "re-ingest it with this version of arrowdedup"
         )
+    if floor > 0 and view.vectors is None:
+        raise InputError(f"store {st.root} has no embeddings, so a cosine floor "
+                         "(min_cosine / MinDenseSimilarity) cannot apply; drop it")
     weights = {s: w for s, w in weights.items()
                if not ((s == "dense" and not use_dense) or (s == "bm25" and not use_bm25))}
 
+    t = time.perf_counter()
+    allowed = view.allowed_rows(where)
+    if allowed is not None:
+        timings["where"] = time.perf_counter() - t
+
     parts: list[np.ndarray] = []
     dense_all: np.ndarray | None = None
-    if use_dense:
-        assert view.vectors is not None
+    if view.vectors is not None and (use_dense or floor > 0):
         t = time.perf_counter()
         if vector is not None:
             q = unit_queries(vector, view.vectors.shape[1])
@@ -312,8 +422,10 @@ def search(
                              view.vectors.shape[1])
         timings["embed"] = time.perf_counter() - t
         t = time.perf_counter()
-        dense_all = cosine_scores(view.vectors, q)
-        parts.extend(top_n(dense_all[:, j], n_cand) for j in range(q.shape[0]))
+        dense_all = dense_scores(view.vectors, q, allowed)
+        if use_dense:
+            parts.extend(top_within(dense_all[:, j], n_cand, allowed)
+                         for j in range(q.shape[0]))
         timings["dense"] = time.perf_counter() - t
     bm25_all: list[np.ndarray] = []
     if use_bm25:
@@ -322,7 +434,7 @@ def search(
         for text in texts:
             s = view.bm25.scores(text)
             bm25_all.append(s)
-            parts.append(top_n(s, n_cand, positive_only=True))
+            parts.append(top_within(s, n_cand, allowed, positive_only=True))
         timings["bm25"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -332,10 +444,14 @@ def search(
     ranks: dict[str, np.ndarray] = {}
     unit = np.zeros((cand.size, 0), np.float32)
     usable = np.zeros(cand.size, dtype=bool)
+    cosine = np.full(cand.size, np.nan)
     if dense_all is not None and view.vectors is not None:
         unit = np.asarray(view.vectors[cand], dtype=np.float32)
         usable = np.linalg.norm(unit, axis=1) > 0
-        ranks["dense"] = competition_rank(dense_all[cand].max(axis=1), usable)
+        best_cos = dense_all[cand].max(axis=1) if cand.size else np.zeros(0, np.float32)
+        cosine = np.where(usable, best_cos, np.nan)
+        if use_dense:
+            ranks["dense"] = competition_rank(best_cos, usable)
     if bm25_all:
         best = np.max(np.stack([s[cand] for s in bm25_all]), axis=0)
         ranks["bm25"] = competition_rank(best, best > 0)
@@ -343,7 +459,10 @@ def search(
     ranks["freshness"] = group_rank(view.fresh[cand], view.fresh_known[cand],
                                     view.doc_codes[cand])
     raw, norm = rrf(ranks, weights, k=cfg.rrf.k)
-    passed = np.flatnonzero(norm >= cfg.retrieval.min_relevance_score)
+    ok = norm >= cfg.retrieval.min_relevance_score
+    if floor > 0:
+        ok &= np.nan_to_num(cosine, nan=-np.inf) >= floor
+    passed = np.flatnonzero(ok)
     order = passed[score_order(raw[passed], view.segment_ids[cand[passed]])]
     timings["fuse"] = time.perf_counter() - t
     rerank_rank: np.ndarray | None = None
@@ -386,6 +505,7 @@ def search(
         pl.Series("text", picked.column("text")),
         pl.Series("rrf", raw[order[top]], dtype=pl.Float64),
         pl.Series("score", norm[order[top]], dtype=pl.Float64),
+        pl.Series("cosine", cosine[order[top]], dtype=pl.Float64).fill_nan(None),
         rank_col("dense"), rank_col("bm25"), rank_col("salience"), rank_col("freshness"),
         pl.Series("rank_rerank", [None] * top.size if rerank_rank is None else rerank_rank[top],
                   dtype=pl.Int32),
@@ -394,12 +514,34 @@ def search(
     timings["total"] = time.perf_counter() - t_start
     result = SearchResult(results=results, before=int(order.size), after=int(kept.size),
                           timings=timings, mode=mode_name, k=k,
-                          query_hash=query_hash(texts, vector), rows=rows)
+                          query_hash=query_hash(texts, vector), rows=rows,
+                          where=where.strip() if where and where.strip() else None)
     if cfg.analytics.enable_logging:
         log.info(result.summary())
     if cfg.analytics.enable_metrics:
         append_retrieval_log(st, result)
     return result
+
+
+def dense_scores(vectors: np.ndarray, queries: np.ndarray,
+                 allowed: np.ndarray | None) -> np.ndarray:
+    """(n, m) cosines; with a filter only the allowed rows are computed when they are few
+    (the others stay NaN and are never read: candidates come from the allowed rows)."""
+    if allowed is None or allowed.size >= GATHER_SHARE * vectors.shape[0]:
+        return cosine_scores(vectors, queries)
+    out = np.full((vectors.shape[0], queries.shape[0]), np.nan, dtype=np.float32)
+    for start in range(0, allowed.size, GATHER_BLOCK):
+        rows = allowed[start:start + GATHER_BLOCK]
+        out[rows] = cosine_scores(np.asarray(vectors[rows]), queries)
+    return out
+
+
+def top_within(scores: np.ndarray, n: int, allowed: np.ndarray | None, *,
+               positive_only: bool = False) -> np.ndarray:
+    """Rows of the ``n`` best scores among the allowed rows (all rows without a filter)."""
+    if allowed is None:
+        return top_n(scores, n, positive_only=positive_only)
+    return allowed[top_n(scores[allowed], n, positive_only=positive_only)]
 
 
 def append_retrieval_log(store: Store, result: SearchResult) -> Path:
