@@ -257,7 +257,8 @@ def headline(result: dict[str, Any]) -> list[str]:
                        f"{k} {merged(v)} of {v['pairs_used']:,} pairs"
                        + (" (seeded sample)" if v.get("sampled_from") else "")
                        for k, v in cross)
-                   + f"; {first['set_aside_trivial']} trivial and "
-                   f"{first.get('set_aside_barely_translated', 0)} barely translated pairs set "
-                   "aside.")
+                   + f"; {first['set_aside_trivial']} trivial"
+                   + (f" and {first['set_aside_barely_translated']} barely translated"
+                      if "set_aside_barely_translated" in first else "")
+                   + " pairs set aside.")
     return out
