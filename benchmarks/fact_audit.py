@@ -52,7 +52,9 @@ _AUXILIARY = re.compile(
     r"\b(?! not\b)")
 _ANY_NEGATION = re.compile(r"\b(not|no|never|cannot|none|without|nor)\b|n['’]t\b",
                            re.IGNORECASE)
-_WORD = re.compile(r"(?<![\w'’])[A-Za-z]{4,}(?![\w'’])")
+# A plain word standing alone (white space before it, at most one punctuation mark and white
+# space after it): emphasis around it changes formatting only, never an identifier or a path.
+_WORD = re.compile(r"(?<!\S)[A-Za-z]{4,}(?=[,.;:!?]?(?:\s|$))")
 
 # The independent audit regex: what an answer could hinge on.
 _AUDIT = re.compile(

@@ -45,6 +45,12 @@ def test_perturbations_are_seeded_and_change_what_they_say():
     # A sentence that already negates (straight or typographic apostrophe) is skipped.
     for already in ("It doesn’t export traces, it can drop them.", "It is not sampled."):
         assert fact_audit.insert_negation(already, np.random.default_rng(0)) is None
+    # Emphasis goes around plain words only, never inside an identifier or a path.
+    glued = "Use client/server spans and otelsql.Open with section-local paths"
+    for seed in range(30):
+        out = fact_audit.change_formatting(glued, np.random.default_rng(seed))
+        for token in ("client/server", "otelsql.Open", "section-local"):
+            assert token in out
     rng = np.random.default_rng(3)
     for _ in range(50):
         out = fact_audit.change_formatting(sentence, rng)
