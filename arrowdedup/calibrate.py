@@ -1,6 +1,9 @@
 """Quality calibration of the near-duplicate threshold on labelled sentence pairs.
 
-The "merge" decision of ingestion is ``cosine(a, b) >= t``. On a set of pairs labelled
+The "merge" decision of ingestion is ``cosine(a, b) >= t`` and, with the fact guard (SPEC
+section 2 step 4, on by default), ``fact_conflict(a, b) is None``: text ``a`` merges into
+representative ``b`` only when ``b`` states every fact of ``a``. Both decisions are measured
+side by side; ``fact_guard`` says which one drives the recommendation. On a set of pairs labelled
 duplicate / not duplicate this module measures, for every threshold of a grid (0.80–0.98 by
 default), precision, recall and F1 of that decision and the false-merge rate on the negatives,
 and recommends the lowest threshold that reaches a target precision (highest recall under a
@@ -13,7 +16,13 @@ translation, which must never merge). For all-negative sets, pairs whose two tex
 or differ only in digits, punctuation, symbols and spaces are set aside (names and numbers are
 not translated, so such pairs are not cross-lingual) and counted; by default letter case is
 ignored too (an untranslated headline often differs only in capitalisation), and the pairs set
-aside only because of case are counted separately.
+aside only because of case are counted separately. Pairs whose word tokens are the same up to
+one token (one word left out, added or swapped: a headline the translation left in English) are
+*barely translated*: they are set aside too and counted on their own.
+
+The guard reads each text's language: ``language`` for both texts when given, else a text
+column named ``text_<code>`` (``text_en``) is in that language and any other text column in the
+pair's ``lang`` / ``language`` column, when the file has one.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ _NON_LETTERS = r"[\p{N}\p{P}\p{S}\p{Z}\s]"
 _TEXT_COLUMN_PAIRS = (("sentence1", "sentence2"), ("text_en", "text_xx"), ("text1", "text2"),
                       ("left", "right"))
 _GROUP_COLUMNS = ("lang", "language")
+_WORD = r"[\p{L}\p{M}\p{N}_]+"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +68,10 @@ class PairSet:
     sampled_from: int | None = None
     set_aside_case_only: int = 0  # of set_aside: equal only once case is ignored
     ids: list[str] | None = None
+    set_aside_barely_translated: int = 0  # all-negative pairs equal up to one word token
+    # Language (BCP-47) of each left and right text, for the fact guard; None: unknown.
+    left_languages: list[str | None] | None = None
+    right_languages: list[str | None] | None = None
 
     @property
     def n(self) -> int:
@@ -72,9 +86,18 @@ class PairSet:
         return self.n - self.positives
 
 
+GUARD_MODES = ("on", "off")
+
+
 @dataclasses.dataclass(frozen=True)
 class CalibrationResult:
-    """Per-threshold quality of the merge decision on one pair set, with one embedder."""
+    """Per-threshold quality of the merge decision on one pair set, with one embedder, with the
+    fact guard and without it.
+
+    ``guard_reasons`` holds, per pair, the :data:`arrowdedup.facts.KIND_NAMES` index of the
+    fact that keeps the left text from merging into the right one (0: none). ``fact_guard``
+    picks the decision of ``table`` and of the recommendation; ``tables`` has both.
+    """
 
     pairs: PairSet
     embedder: str
@@ -84,17 +107,30 @@ class CalibrationResult:
     recommended_threshold: float | None
     default_threshold: float
     embed_seconds: float
+    guard_reasons: np.ndarray | None = None
+    fact_guard: bool = False
+    tables: dict[str, pl.DataFrame] = dataclasses.field(default_factory=dict)
+    guard_seconds: float = 0.0
 
-    def row_at(self, threshold: float) -> dict[str, Any]:
+    def scores(self, guard: bool | None = None) -> np.ndarray:
+        """The score that is compared with the threshold: the cosine, or with the guard the
+        cosine of the pairs the guard lets merge and -inf for the others."""
+        use = self.fact_guard if guard is None else guard
+        if not use or self.guard_reasons is None:
+            return self.cosine
+        return np.where(self.guard_reasons == 0, self.cosine, np.float32(-np.inf))
+
+    def row_at(self, threshold: float, guard: bool | None = None) -> dict[str, Any]:
         """The metrics row of a threshold (computed on the fly when off the grid)."""
-        return metrics_at(self.cosine, self.pairs.labels, [threshold]).row(0, named=True)
+        return metrics_at(self.scores(guard), self.pairs.labels, [threshold]).row(0, named=True)
 
-    def false_merges_by_group(self, threshold: float) -> dict[str, int]:
+    def false_merges_by_group(self, threshold: float, guard: bool | None = None
+                              ) -> dict[str, int]:
         if self.pairs.groups is None:
             return {}
         frame = pl.DataFrame({
             "g": self.pairs.groups,
-            "fp": (self.cosine >= np.float32(threshold)) & ~self.pairs.labels,
+            "fp": (self.scores(guard) >= np.float32(threshold)) & ~self.pairs.labels,
         })
         agg = frame.group_by("g").agg(pl.col("fp").sum()).sort("g")
         return {str(g): int(c) for g, c in agg.iter_rows()}
@@ -109,19 +145,44 @@ class CalibrationResult:
         return {"threshold": top["threshold"], "precision": top["precision"],
                 "recall": top["recall"]}
 
-    def false_merge_ids(self, threshold: float, limit: int = 50) -> list[str]:
+    def false_merge_ids(self, threshold: float, limit: int = 50, guard: bool | None = None
+                        ) -> list[str]:
         """Ids (with the group, e.g. ``pt:train-12``) of negatives merged at ``threshold``,
         highest cosine first, so a reader can look them up in the pair file."""
-        hits = np.flatnonzero((self.cosine >= np.float32(threshold)) & ~self.pairs.labels)
+        hits = np.flatnonzero((self.scores(guard) >= np.float32(threshold)) & ~self.pairs.labels)
         hits = hits[np.argsort(-self.cosine[hits], kind="stable")][:limit]
         ids = self.pairs.ids or [str(i) for i in range(self.pairs.n)]
         groups = self.pairs.groups
         return [f"{groups[i]}:{ids[i]}" if groups else str(ids[i]) for i in hits.tolist()]
 
+    def guard_refusals(self, threshold: float) -> dict[str, dict[str, int]]:
+        """Pairs at or above ``threshold`` that the guard refuses, by reason, split into
+        positives (merges lost) and negatives (false merges prevented)."""
+        out: dict[str, dict[str, int]] = {"positives": {}, "negatives": {}}
+        if self.guard_reasons is None:
+            return out
+        from .facts import KIND_NAMES
+
+        above = (self.cosine >= np.float32(threshold)) & (self.guard_reasons != 0)
+        for key, mask in (("positives", self.pairs.labels), ("negatives", ~self.pairs.labels)):
+            kinds, counts = np.unique(self.guard_reasons[above & mask], return_counts=True)
+            out[key] = {KIND_NAMES[int(k)]: int(c) for k, c in zip(kinds, counts, strict=True)}
+        return out
+
+    def side_by_side(self) -> pl.DataFrame:
+        """One row per threshold: the metrics with the guard and without it, side by side."""
+        if not self.tables:
+            return self.table
+        cols = ["precision", "recall", "f1", "fp", "false_merge_rate", "tp"]
+        on = self.tables["on"].select("threshold", *[pl.col(c).alias(f"{c}_guard_on")
+                                                     for c in cols])
+        off = self.tables["off"].select(*[pl.col(c).alias(f"{c}_guard_off") for c in cols])
+        return pl.concat([on, off], how="horizontal")
+
     def to_dict(self) -> dict[str, Any]:
         negatives = self.cosine[~self.pairs.labels]
         at_default = self.row_at(self.default_threshold)
-        return {
+        out: dict[str, Any] = {
             "pairs": self.pairs.name,
             "embedder": self.embedder,
             "labelling": self.pairs.labelling,
@@ -133,7 +194,9 @@ class CalibrationResult:
             "left_out_between_thresholds": self.pairs.left_out,
             "set_aside_trivial": self.pairs.set_aside,
             "set_aside_case_only": self.pairs.set_aside_case_only,
+            "set_aside_barely_translated": self.pairs.set_aside_barely_translated,
             "sampled_from": self.pairs.sampled_from,
+            "fact_guard": "on" if self.fact_guard else "off",
             "target_precision": self.target_precision,
             "recommended_threshold": self.recommended_threshold,
             "best_precision": self.best_precision(),
@@ -144,8 +207,25 @@ class CalibrationResult:
             "max_negative_cosine": float(negatives.max()) if negatives.size else None,
             "false_merge_ids_at_default": self.false_merge_ids(self.default_threshold),
             "embed_seconds": self.embed_seconds,
+            "guard_seconds": self.guard_seconds,
             "thresholds": self.table.to_dicts(),
         }
+        if self.guard_reasons is not None:
+            has_pos = self.pairs.positives > 0
+            for mode in GUARD_MODES:
+                guard = mode == "on"
+                out[f"guard_{mode}"] = {
+                    "at_default": self.row_at(self.default_threshold, guard),
+                    "recommended_threshold": recommend(self.tables[mode],
+                                                       self.target_precision, has_pos),
+                    "false_merges_by_group_at_default": self.false_merges_by_group(
+                        self.default_threshold, guard),
+                    "false_merge_ids_at_default": self.false_merge_ids(
+                        self.default_threshold, guard=guard),
+                    "thresholds": self.tables[mode].to_dicts(),
+                }
+            out["guard_refusals_at_default"] = self.guard_refusals(self.default_threshold)
+        return out
 
 
 def read_pair_file(path: str | Path) -> pl.DataFrame:
@@ -172,6 +252,7 @@ def load_pairs(
     ignore_case: bool = True,
     sample: int | None = None,
     seed: int = 0,
+    language: str | None = None,
 ) -> PairSet:
     """Load labelled pairs; see the module docstring for the labelling rules.
 
@@ -197,6 +278,7 @@ def load_pairs(
     left_out = 0
     set_aside = 0
     case_only = 0
+    barely = 0
     if label is None:
         labelling = "all negative"
         frame = frame.with_columns(pl.lit(False).alias("_positive"))
@@ -208,6 +290,9 @@ def load_pairs(
             counts = frame.select(trivial.sum().alias("t"), (trivial & ~strict).sum().alias("c"))
             set_aside, case_only = (int(v) for v in counts.row(0))
             frame = frame.filter(~trivial)
+            near_copy = _barely_translated(pl.col(a), pl.col(b), ignore_case)
+            barely = int(frame.select(near_copy.sum()).item())
+            frame = frame.filter(~near_copy)
     else:
         values = frame.get_column(label).cast(pl.Float64, strict=False)
         if values.null_count():
@@ -242,6 +327,9 @@ def load_pairs(
         frame = frame.sort("_row")
 
     id_column = next((c for c in ("pair_id", "id") if c in columns), None)
+    group_values = frame.get_column(group).to_list() if group is not None else None
+    left_lang, right_lang = (_side_language(col, language, group_values, frame.height)
+                             for col in (a, b))
     return PairSet(
         name=Path(path).name,
         left=frame.get_column(a).to_list(),
@@ -256,7 +344,34 @@ def load_pairs(
         sampled_from=sampled_from,
         set_aside_case_only=case_only,
         ids=frame.get_column(id_column).to_list() if id_column is not None else None,
+        set_aside_barely_translated=barely,
+        left_languages=left_lang,
+        right_languages=right_lang,
     )
+
+
+def _barely_translated(a: pl.Expr, b: pl.Expr, ignore_case: bool) -> pl.Expr:
+    """True when the two texts' word tokens are the same up to one token: at most one token of
+    each side is missing from the other, and the token counts differ by at most one."""
+    def words(col: pl.Expr) -> pl.Expr:
+        return (col.str.to_lowercase() if ignore_case else col).str.extract_all(_WORD)
+
+    wa, wb = words(a), words(b)
+    only_a = wa.list.set_difference(wb).list.len()
+    only_b = wb.list.set_difference(wa).list.len()
+    lengths = (wa.list.len() - wb.list.len()).abs()
+    return (only_a <= 1) & (only_b <= 1) & (lengths <= 1) & (wa.list.len() > 0)
+
+
+def _side_language(column: str, language: str | None, groups: list[str] | None, n: int
+                   ) -> list[str | None] | None:
+    """The language of each text of one side (see the module docstring)."""
+    if language is not None:
+        return [language] * n
+    prefix, _, code = column.rpartition("_")
+    if prefix == "text" and len(code) == 2 and code.isalpha() and code != "xx":
+        return [code] * n
+    return list(groups) if groups is not None else None
 
 
 def _text_columns(
@@ -349,8 +464,13 @@ def calibrate(
     thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
     target_precision: float = DEFAULT_TARGET_PRECISION,
     default_threshold: float = 0.90,
+    fact_guard: bool = True,
+    segment_type: str | None = None,
 ) -> CalibrationResult:
-    """Embed the pairs and measure the merge decision at every threshold."""
+    """Embed the pairs and measure the merge decision at every threshold, with the fact guard
+    and without it; ``fact_guard`` picks the one behind ``table`` and the recommendation.
+    ``segment_type`` is the type of every text for the guard (``code`` and ``heading`` need
+    equal fact sets; default: ordinary text)."""
     if not 0.0 < target_precision <= 1.0:
         raise ConfigError(f"target precision must be in (0, 1], got {target_precision}")
     if pairs.n == 0:
@@ -359,7 +479,15 @@ def calibrate(
     start = time.perf_counter()
     cosine = pair_cosines(pairs, model)
     seconds = time.perf_counter() - start
-    table = metrics_at(cosine, pairs.labels, thresholds)
+    start = time.perf_counter()
+    reasons = pair_guard_reasons(pairs.left, pairs.right, left_languages=pairs.left_languages,
+                                 right_languages=pairs.right_languages,
+                                 segment_type=segment_type)
+    guard_seconds = time.perf_counter() - start
+    guarded = np.where(reasons == 0, cosine, np.float32(-np.inf))
+    tables = {"on": metrics_at(guarded, pairs.labels, thresholds),
+              "off": metrics_at(cosine, pairs.labels, thresholds)}
+    table = tables["on" if fact_guard else "off"]
     return CalibrationResult(
         pairs=pairs,
         embedder=model.name,
@@ -369,11 +497,44 @@ def calibrate(
         recommended_threshold=recommend(table, target_precision, pairs.positives > 0),
         default_threshold=default_threshold,
         embed_seconds=seconds,
+        guard_reasons=reasons,
+        fact_guard=fact_guard,
+        tables=tables,
+        guard_seconds=guard_seconds,
     )
 
 
-def precision_recall_curve(result: CalibrationResult, step: float = 0.005
-                           ) -> pl.DataFrame:
-    """Metrics on a fine grid from 0.5 to 1.0, for plots."""
+def pair_guard_reasons(
+    left: Sequence[str],
+    right: Sequence[str],
+    *,
+    left_languages: Sequence[str | None] | None = None,
+    right_languages: Sequence[str | None] | None = None,
+    segment_type: str | None = None,
+) -> np.ndarray:
+    """For each pair, the fact kind (index into :data:`arrowdedup.facts.KIND_NAMES`) that keeps
+    ``left[i]`` from merging into ``right[i]``, 0 when the guard lets it: the vectorised
+    :func:`arrowdedup.fact_conflict` (one signature pass over all texts, one kernel call)."""
+    from .facts import conflict_reasons, fact_modes, signature_arrays
+
+    n = len(left)
+    if len(right) != n:
+        raise ConfigError(f"{n} left texts but {len(right)} right texts")
+    text = pl.Series("text", [*left, *right], dtype=pl.String)
+    languages = None
+    if left_languages is not None or right_languages is not None:
+        languages = pl.Series("language", [*(left_languages or [None] * n),
+                                           *(right_languages or [None] * n)], dtype=pl.String)
+    types = pl.Series("segment_type", [segment_type] * (2 * n), dtype=pl.String) \
+        if segment_type else None
+    offsets, values = signature_arrays(text, segment_type=types, language=languages)
+    modes = fact_modes(types, 2 * n)
+    rows = np.arange(n, dtype=np.int64)
+    return np.asarray(conflict_reasons(offsets, values, modes, rows, rows + n), dtype=np.int8)
+
+
+def precision_recall_curve(result: CalibrationResult, step: float = 0.005,
+                           guard: bool | None = None) -> pl.DataFrame:
+    """Metrics on a fine grid from 0.5 to 1.0, for plots (``guard``: default the result's)."""
     grid = np.round(np.arange(0.5, 1.0 + step / 2, step), 4).tolist()
-    return metrics_at(result.cosine, result.pairs.labels, grid)
+    return metrics_at(result.scores(guard), result.pairs.labels, grid)

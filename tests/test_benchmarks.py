@@ -87,6 +87,13 @@ def test_quick_run_writes_results_and_readmes(tmp_path: Path):
     assert 0.4 < scale["dedup_ratio"] < 0.6
     peers = json.loads((out / "peers.json").read_text())["figures"]
     assert peers["a"]["semhash_identical"] and peers["b"]["baseline_identical"]
+    # The guard-less peers are compared with FactGuard false; the guarded time is beside it.
+    assert peers["a"]["arrowdedup_guarded_ingest_s"] > 0 and scale["guarded_ingest_s"] > 0
+    quality = json.loads((out / "quality.json").read_text())["figures"]["runs"]
+    stsb = quality["model2vec/stsb_en"]
+    assert stsb["guard_on_at_0.90"]["fp"] <= stsb["guard_off_at_0.90"]["fp"]
+    assert set(stsb["targets"]) >= {"false_merge_cut_met", "positive_merges_kept_met"}
+    assert "set_aside_barely_translated" in quality["model2vec/crosslingual"]
     real = json.loads((out / "real_corpus.json").read_text())["figures"]["model2vec_all"]
     assert real["cross_language_merges"] == 0 and real["cross_document_merges"] == 0
     assert (out / "kernel_floor.png").stat().st_size > 0

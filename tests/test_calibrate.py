@@ -14,10 +14,12 @@ from arrowdedup.calibrate import (
     calibrate,
     load_pairs,
     metrics_at,
+    pair_guard_reasons,
     recommend,
 )
 from arrowdedup.cli import app
 from arrowdedup.errors import ConfigError, InputError
+from arrowdedup.facts import KIND_NAMES, fact_conflict
 from tests.conftest import M2V_MODEL, need
 
 GRADED = [
@@ -49,6 +51,7 @@ def crosslingual(tmp_path: Path) -> Path:
         ("x3", "de", "BBC News 2012", "BBC News, 2013"),  # digits and punctuation only
         ("x4", "fr", "Obama Wins Ohio", "Obama wins Ohio"),  # case only
         ("x5", "de", "The weather is nice.", "Das Wetter ist schön."),
+        ("x6", "de", "Obama wins Ohio again", "Obama gewinnt Ohio again"),  # one word swapped
     ]
     return write_tsv(tmp_path / "cross.tsv", ["pair_id", "lang", "text_en", "text_xx"], rows)
 
@@ -74,18 +77,22 @@ def test_all_negative_sets_aside_trivial_pairs(crosslingual: Path):
     pairs = load_pairs(crosslingual)
     assert pairs.labelling == "all negative" and pairs.positives == 0
     assert pairs.set_aside == 2 and pairs.set_aside_case_only == 1
+    assert pairs.set_aside_barely_translated == 1
     assert pairs.n == 3 and pairs.groups == ["de", "fr", "de"]
+    # text_en is English; text_xx is in the pair's lang.
+    assert pairs.left_languages == ["en"] * 3 and pairs.right_languages == ["de", "fr", "de"]
     strict = load_pairs(crosslingual, ignore_case=False)
-    assert strict.set_aside == 1 and strict.n == 4
+    # Case counts: x4 differs in one token ("Wins" / "wins"), so it is barely translated.
+    assert strict.set_aside == 1 and strict.set_aside_barely_translated == 2 and strict.n == 3
     kept = load_pairs(crosslingual, set_aside_trivial=False)
-    assert kept.set_aside == 0 and kept.n == 5
+    assert kept.set_aside == 0 and kept.set_aside_barely_translated == 0 and kept.n == 6
 
 
 def test_seeded_sample_per_group(crosslingual: Path):
     a = load_pairs(crosslingual, set_aside_trivial=False, sample=1, seed=3)
     b = load_pairs(crosslingual, set_aside_trivial=False, sample=1, seed=3)
     assert a.left == b.left and sorted(a.groups or []) == ["de", "fr"]
-    assert a.sampled_from == 5
+    assert a.sampled_from == 6
 
 
 def test_metrics_against_hand_counts():
@@ -136,9 +143,101 @@ def test_cli_calibrate_table_and_json(graded: Path, crosslingual: Path):
     assert data["set_aside_trivial"] == 2 and data["pairs_used"] == 3
     assert data["target_precision"] == 0.95
     assert set(data["false_merges_by_group_at_default"]) == {"de", "fr"}
+    res = runner.invoke(app, ["calibrate", str(graded), "--embedder", emb, "--fact-guard",
+                              "off", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["fact_guard"] == "off"
+    assert data["at_default"] == data["guard_off"]["at_default"]
+    assert data["guard_on"]["at_default"]["fp"] <= data["guard_off"]["at_default"]["fp"]
+    res = runner.invoke(app, ["calibrate", str(graded), "--embedder", emb], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "false merges on" in res.output and "false merges off" in res.output
+    assert "fact guard on:" in res.output and "fact guard off:" in res.output
+    res = runner.invoke(app, ["calibrate", str(graded), "--embedder", emb, "--fact-guard",
+                              "maybe"])
+    assert res.exit_code == 2 and "maybe" in res.output
     res = runner.invoke(app, ["calibrate", str(graded), "--embedder", emb,
                               "--text-columns", "sentence1,nope"])
     assert res.exit_code == 1 and "nope" in res.output and "Traceback" not in res.output
+
+
+class LetterCounts:
+    """A toy embedder: counts of the letters a–z. Digits are invisible to it, so texts that
+    differ only in a number have cosine 1 (the cosine test alone merges them)."""
+
+    name = "letter-counts"
+    dim = 26
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for ch in t.lower():
+                if "a" <= ch <= "z":
+                    out[i, ord(ch) - 97] += 1
+        return out
+
+
+GUARDED = [
+    ("g1", "5.0", "The cache holds 512 entries.", "The cache holds 512 entries."),
+    ("g2", "4.9", "Restart the service after upgrading.", "Restart the service after upgrading!"),
+    ("g3", "0.5", "The cache holds 512 entries.", "The cache holds 1024 entries."),
+    ("g4", "0.8", "Set the flag to enable tracing.", "Set the flag to disable tracing."),
+    ("g5", "1.0", "Stocks fell sharply on Monday.", "The child ate an apple."),
+]
+
+
+def test_pair_guard_reasons_are_fact_conflict():
+    left = ["The cache holds 512 entries.", "Do not restart.", "Es kostet 10.000 Euro.",
+            "Version 3.5 is out.", "Call `get_value` first.", "A plain sentence."]
+    right = ["The cache holds 1024 entries.", "Restart.", "Es kostet 10000 Euro.",
+             "Version 3.50 is out.", "Call `get_value` first, then wait.", "Plain sentence."]
+    langs = [None, None, "de", None, None, None]
+    got = pair_guard_reasons(left, right, left_languages=langs, right_languages=langs)
+    want = [fact_conflict(a, b, language=lang) for a, b, lang in zip(left, right, langs,
+                                                                     strict=True)]
+    assert [KIND_NAMES[k] if k else None for k in got.tolist()] == want
+    assert want[0] == "number" and want[1] == "negation" and want[2] is None
+    assert want[3] == "version" and want[4] is None and want[5] is None
+    heading = pair_guard_reasons(["Install `tool`"], ["Install `tool` and `other`"],
+                                 segment_type="heading")
+    assert KIND_NAMES[int(heading[0])] == fact_conflict(
+        "Install `tool`", "Install `tool` and `other`", segment_type="heading") == "identifier"
+    with pytest.raises(ConfigError, match="right texts"):
+        pair_guard_reasons(["a"], [])
+
+
+def test_calibrate_reports_the_guard_side_by_side(tmp_path: Path):
+    path = write_tsv(tmp_path / "g.tsv", ["pair_id", "score", "sentence1", "sentence2"], GUARDED)
+    pairs = load_pairs(path)
+    on = calibrate(pairs, LetterCounts())
+    off = calibrate(pairs, LetterCounts(), fact_guard=False)
+    assert on.fact_guard and not off.fact_guard
+    assert np.array_equal(on.cosine, off.cosine)
+    # g3 differs only in the number: cosine 1, a false merge without the guard only.
+    assert on.cosine[2] == pytest.approx(1.0)
+    assert off.row_at(0.90)["fp"] >= 1 and on.row_at(0.90)["fp"] == off.row_at(0.90)["fp"] - 1 \
+        - int(off.cosine[3] >= 0.90)
+    assert on.table.equals(on.tables["on"]) and off.table.equals(off.tables["off"])
+    assert on.tables["off"].equals(off.tables["off"])
+    # Both positives merge either way: the guard costs no recall here.
+    assert on.row_at(0.90)["tp"] == off.row_at(0.90)["tp"] == 2
+    info = on.to_dict()
+    assert info["fact_guard"] == "on"
+    assert info["guard_on"]["at_default"]["fp"] == on.row_at(0.90)["fp"]
+    assert info["guard_off"]["at_default"]["fp"] == off.row_at(0.90)["fp"]
+    assert info["guard_refusals_at_default"]["negatives"]["number"] == 1
+    assert info["guard_refusals_at_default"]["positives"] == {}
+    assert "g3" in info["guard_off"]["false_merge_ids_at_default"]
+    assert "g3" not in info["guard_on"]["false_merge_ids_at_default"]
+    side = on.side_by_side()
+    assert side.height == len(DEFAULT_THRESHOLDS)
+    assert side["fp_guard_off"].to_list() == off.table["fp"].to_list()
+    assert side["fp_guard_on"].to_list() == on.table["fp"].to_list()
+    assert (side["fp_guard_on"] <= side["fp_guard_off"]).all()
+    # The guarded decision never merges a pair the cosine test refuses.
+    assert (side["tp_guard_on"] <= side["tp_guard_off"]).all()
+    assert on.recommended_threshold is not None and off.recommended_threshold is None
 
 
 def test_errors_name_the_fix(tmp_path: Path, graded: Path):

@@ -165,7 +165,7 @@ def test_numba_numpy_and_spec_agree(seed: int, n: int) -> None:
     assert [kernels.ACTION_NAMES[a] for a in a1] == expected_action
     assert r1.tolist() == expected_rep
     # and the whole ingest() pipeline says the same, with the fact guard on and off
-    guarded, _guarded_rep = spec_transcription(frame, DedupConfig())
+    guarded, guarded_rep = spec_transcription(frame, DedupConfig())
     result = ingest_mod.ingest(frame, DedupConfig())
     assert result.decisions.get_column("action").cast(pl.String).to_list() == guarded
     rep_ids = result.decisions.get_column("representative_id").to_list()

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from .app import JsonOpt, app, clean_errors, console, print_json
+
+
+class GuardSwitch(StrEnum):
+    ON = "on"
+    OFF = "off"
 
 
 @app.command()
@@ -38,9 +44,17 @@ def calibrate(
     case_sensitive: Annotated[bool, typer.Option(
         help="All-negative sets: a case difference alone does not make a pair trivial.")
     ] = False,
+    fact_guard: Annotated[GuardSwitch, typer.Option(
+        "--fact-guard", help="Recommend with the fact guard on (a pair merges only when the "
+        "second text states every fact of the first) or off (cosine only); both are shown.")
+    ] = GuardSwitch.ON,
+    language: Annotated[str | None, typer.Option(
+        help="Language of both texts for the fact guard (default: from text_<code> column "
+             "names and the lang column).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Measure precision, recall and F1 of "merge if cosine >= t" for t in 0.80–0.98."""
+    """Measure precision, recall and F1 of "merge if cosine >= t" for t in 0.80–0.98, with the
+    fact guard and without it, side by side."""
     from rich.table import Table
 
     from ..calibrate import calibrate as run_calibration
@@ -50,37 +64,53 @@ def calibrate(
     pair_set = load_pairs(
         pairs, text_columns=columns, label_column=label_column, positive_min=positive_min,
         negative_max=negative_max, set_aside_trivial=not keep_trivial,
-        ignore_case=not case_sensitive, sample=sample, seed=seed,
+        ignore_case=not case_sensitive, sample=sample, seed=seed, language=language,
     )
     result = run_calibration(pair_set, embedder, target_precision=target_precision,
-                             default_threshold=threshold)
-    if as_json:
-        print_json(result.to_dict())
-        return
+                             default_threshold=threshold,
+                             fact_guard=fact_guard is GuardSwitch.ON)
     info = result.to_dict()
-    table = Table(title=f"{pair_set.name} · {result.embedder}")
-    for col in ("threshold", "precision", "recall", "F1", "false merges", "false-merge rate"):
-        table.add_column(col, justify="right")
-    for r in result.table.iter_rows(named=True):
-        table.add_row(
-            f"{r['threshold']:.2f}", _fmt(r["precision"]), _fmt(r["recall"]), _fmt(r["f1"]),
-            str(r["fp"]), _fmt(r["false_merge_rate"], 4),
-        )
+    if as_json:
+        print_json(info)
+        return
+    table = Table(title=f"{pair_set.name} · {result.embedder} · fact guard on / off")
+    metrics = (("precision", "precision", 3), ("recall", "recall", 3), ("F1", "f1", 3),
+               ("false merges", "fp", 0), ("false-merge rate", "false_merge_rate", 4))
+    table.add_column("threshold", justify="right")
+    for label, _, _ in metrics:
+        for mode in ("on", "off"):
+            table.add_column(f"{label} {mode}", justify="right")
+    for r in result.side_by_side().iter_rows(named=True):
+        table.add_row(f"{r['threshold']:.2f}", *(
+            _fmt(r[f"{key}_guard_{mode}"], digits) for _, key, digits in metrics
+            for mode in ("on", "off")))
     console.print(table)
     console.print(
         f"pairs: {pair_set.n} used of {pair_set.total_rows} ({pair_set.positives} positive, "
         f"{pair_set.negatives} negative; labelling: {pair_set.labelling}; "
         f"left out between thresholds: {pair_set.left_out}; set aside as trivial: "
-        f"{pair_set.set_aside}, of which {pair_set.set_aside_case_only} differ only in case)",
+        f"{pair_set.set_aside}, of which {pair_set.set_aside_case_only} differ only in case; "
+        f"set aside as barely translated: {pair_set.set_aside_barely_translated})",
         markup=False)
-    at = info["at_default"]
+    for mode in ("on", "off"):
+        at = info[f"guard_{mode}"]["at_default"]
+        console.print(
+            f"at {threshold:.2f}, fact guard {mode}: precision {_fmt(at['precision'])}, recall "
+            f"{_fmt(at['recall'])}, false merges {at['fp']} of {pair_set.negatives} negatives",
+            markup=False)
+    refused = info["guard_refusals_at_default"]
     console.print(
-        f"at {threshold:.2f}: precision {_fmt(at['precision'])}, recall {_fmt(at['recall'])}, "
-        f"false merges {at['fp']} of {pair_set.negatives} negatives", markup=False)
+        f"refused by the guard at {threshold:.2f}: "
+        + "; ".join(f"{key} {sum(by.values())}"
+                    + (f" ({', '.join(f'{k} {v}' for k, v in sorted(by.items()))})" if by else "")
+                    for key, by in refused.items()), markup=False)
     rec = result.recommended_threshold
+    other = info[f"guard_{'off' if result.fact_guard else 'on'}"]["recommended_threshold"]
     console.print(
-        f"recommended threshold for precision >= {target_precision}: "
-        + (f"{rec:.2f}" if rec is not None else "none in 0.80–0.98"), markup=False)
+        f"recommended threshold for precision >= {target_precision} (fact guard "
+        f"{info['fact_guard']}): " + (f"{rec:.2f}" if rec is not None else "none in 0.80–0.98")
+        + f"; with the guard {'off' if result.fact_guard else 'on'}: "
+        + (f"{other:.2f}" if other is not None else "none"), markup=False)
     best = info["best_precision"]
     if rec is None and best is not None and pair_set.positives:
         console.print(
@@ -89,4 +119,6 @@ def calibrate(
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    if value is None:
+        return "-"
+    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
