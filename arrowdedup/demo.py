@@ -13,7 +13,6 @@ Run it with ``python -m arrowdedup.demo [--embedder model2vec:PATH] [--out DIR]`
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 import sys
 import time
@@ -42,13 +41,6 @@ def sample_inputs(sample: Path = SAMPLE) -> list[Path]:
     """The corpus files of ``data/sample`` (its README describes the corpus; it is not part of
     it). Ingest them with ``root=sample`` so doc ids stay relative to the corpus folder."""
     return sorted(p for p in sample.iterdir() if p.name != "README.md")
-
-
-def _available(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 def show_merges(store_path: Path, segments: pl.DataFrame, limit: int = 6) -> None:
@@ -86,9 +78,6 @@ def _short(text: Any, width: int = 70) -> str:
 
 
 def run_searches(store_path: Path, embedder: Any) -> None:
-    if not _available("arrowdedup.retrieval"):
-        console.print("(retrieval not available yet)")
-        return
     from .retrieval import search
 
     for query in QUERIES:
@@ -105,9 +94,6 @@ def run_searches(store_path: Path, embedder: Any) -> None:
 
 
 def show_stats(store_path: Path) -> None:
-    if not _available("arrowdedup.metrics"):
-        console.print("(metrics not available yet)")
-        return
     from .cli.app import app
 
     # The `arrowdedup stats` command renders metrics and warnings; reuse it rather than
@@ -128,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from .cli.app import documents_table
-    from .documents import extract_segments, ingest_documents
     from .embed import get_embedder
     from .errors import ArrowDedupError
+    from .job import extract_segments, ingest_to_store
 
     try:
         console.print(Panel.fit(
@@ -144,12 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             embedder = get_embedder(args.embedder)
         console.print(f"embedder {embedder.name} ({embedder.dim}-d) loaded in "
                       f"{time.perf_counter() - start:.1f} s")
-        result, version = ingest_documents(sample_inputs(), args.out, embedder=embedder,
-                                           root=SAMPLE)
-        console.print(documents_table(result.documents, limit=12))
+        result = ingest_to_store(sample_inputs(), args.out, embedder=embedder, root=SAMPLE)
+        console.print(documents_table(result.documents.collect(), limit=12))
         console.print(result.summary(), markup=False, style="bold")
-        stages = {k[len("stage_"):]: v for k, v in result.timings.items()
-                  if k.startswith("stage_")}
+        stages = {k: v for k, v in result.timings.items() if v >= 0.005}
         console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()),
                       markup=False)
         segments = extract_segments(sample_inputs(), root=SAMPLE).segments
@@ -158,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         show_merges(args.out, segments)
 
         console.rule("2. re-ingest: the embedding cache")
-        result2, _ = ingest_documents(sample_inputs(), args.out, embedder=embedder, quiet=True,
-                                        root=SAMPLE)
+        result2 = ingest_to_store(sample_inputs(), args.out, embedder=embedder, quiet=True,
+                                  root=SAMPLE)
         cache = _manifest(args.out).get("embedding_cache", {})
         console.print(f"second run: {cache.get('embedded')} texts embedded, "
                       f"{cache.get('cached')} read from the cache; "
@@ -170,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
         console.rule("4. metrics")
         show_stats(args.out)
-        console.print(f"\nstore: {args.out} (version {version.name}); try "
+        console.print(f"\nstore: {args.out} (version {result.version_id}); try "
                       f"`arrowdedup stats {args.out}`", markup=False)
     except ArrowDedupError as err:
         console.print(f"error: {err}", markup=False, style="red")

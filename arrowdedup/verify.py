@@ -31,12 +31,12 @@ import pyarrow.parquet as pq
 
 from .errors import ArrowDedupError, StoreError
 from .store import CURRENT, Store, bucket_of, open_store, sha256_file
+from .store.layout import PART_DIRS
 
 # SPEC §5: kernels may disagree on pairs within 1e-5 of the threshold.
 TOLERANCE = 1e-5
 # Rows of one GEMM block in the kept-pair check: bounds memory to BLOCK × group size floats.
 BLOCK = 2048
-PART_DIRS = ("segments", "decisions", "embeddings")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,7 +307,7 @@ def _check_decisions(segments: pl.DataFrame, decisions: pl.DataFrame, out: _Coll
 def _check_kept_pairs(store: Store, segments: pl.DataFrame, config: Any,
                       out: _Collector) -> None:
     from .config import Mode
-    from .schema import embeddings_from
+    from .vectors import embeddings_from, unit_rows
 
     ing = config.ingestion
     if not ing.enabled or ing.mode is not Mode.EXACT or "embedding" not in segments.columns:
@@ -315,10 +315,7 @@ def _check_kept_pairs(store: Store, segments: pl.DataFrame, config: Any,
     emb = embeddings_from(segments)
     if emb is None or emb.dim == 0:
         return
-    norms = np.sqrt(np.einsum("ij,ij->i", emb.matrix, emb.matrix, dtype=np.float64))
-    unit = np.zeros_like(emb.matrix)
-    np.divide(emb.matrix, norms[:, None].astype(np.float32), out=unit,
-              where=emb.usable[:, None])
+    unit = unit_rows(emb.matrix, emb.usable)
     limit = float(ing.similarity_threshold) + TOLERANCE
     keys = _group_keys(segments)
     grouped = (

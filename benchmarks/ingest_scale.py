@@ -36,7 +36,7 @@ def run(quick: bool) -> dict[str, Any]:
     import pyarrow.feather as feather
     import pyarrow.parquet as pq
 
-    from arrowdedup.pipeline import ingest_tables_to_store
+    from arrowdedup.job import ingest_to_store
 
     from .baseline import best_ingest, groupby_greedy
     from .corpus import make_corpus
@@ -66,10 +66,10 @@ def run(quick: bool) -> dict[str, Any]:
         pipe = {}
         for label, path in (("parquet", parquet), ("ipc", ipc)):
             if not quick:
-                ingest_tables_to_store([path], Path(tmp) / f"warm-{label}")
+                ingest_to_store([path], Path(tmp) / f"warm-{label}")
             runs = []
             for i in range(1 if quick else 3):
-                secs, (res, _) = timed(lambda p=path, i=i, label=label: ingest_tables_to_store(
+                secs, res = timed(lambda p=path, i=i, label=label: ingest_to_store(
                     [p], Path(tmp) / f"store-{label}-{i}"))
                 runs.append((secs, dict(res.timings)))
             best = min(runs, key=lambda r: r[0])

@@ -15,7 +15,7 @@ Parts (``python -m benchmarks.scale [--quick] [--parts exact,lsh,real,engines]``
   faster is where ``Ingestion.BlockMinSegments`` belongs.
 - ``real``: the opentelemetry.io corpus of ``../shared/data`` extracted, embedded with the
   Model2Vec model, concatenated into large documents; exact vs both LSH methods.
-- ``engines``: ``ingest_tables_to_store`` with ``engine="local"`` and ``engine="ray"`` on 1M
+- ``engines``: ``ingest_to_store`` with ``engine="local"`` and ``engine="ray"`` on 1M
   segments in 20k documents (wall time, Ray start-up included); the two stores must hold
   byte-identical data files.
 
@@ -279,7 +279,7 @@ def part_engines(quick: bool) -> dict[str, Any]:
 
     import pyarrow.feather as feather
 
-    from arrowdedup.pipeline import ingest_tables_to_store
+    from arrowdedup.job import ingest_to_store
 
     from .corpus import make_corpus
 
@@ -293,7 +293,7 @@ def part_engines(quick: bool) -> dict[str, Any]:
         stores = {}
         for engine in ("local", "ray"):
             store = Path(tmp) / engine
-            secs, peak, _ = measured(lambda e=engine, s=store: ingest_tables_to_store(
+            secs, peak, _ = measured(lambda e=engine, s=store: ingest_to_store(
                 [src], s, None, buckets=16, engine=e))
             out[f"{engine}_s"] = secs
             out[f"{engine}_peak_mb"] = peak / 2**20

@@ -319,9 +319,9 @@ def test_store_identical_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "in.parquet"
     table.write_parquet(path)
     here, there = tmp_path / "here", tmp_path / "there"
-    from arrowdedup.pipeline import ingest_tables_to_store
+    from arrowdedup.job import ingest_to_store
 
-    ingest_tables_to_store([path], here, threads=1)
+    ingest_to_store([path], here, threads=1)
     proc = subprocess.run(
         [sys.executable, "-m", "arrowdedup", "ingest", str(path), "--out", str(there), "-q",
          "--threads", "2"],

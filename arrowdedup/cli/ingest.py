@@ -35,39 +35,31 @@ def ingest(
         help="Dedup mode: 'exact' or 'lsh' (groups of Ingestion.LshMinSegments or more; "
              "default: the config's Ingestion.Mode).")] = None,
     engine: Annotated[str, typer.Option(
-        help="Tables only: 'local' (threads) or 'ray' (one Ray task per bucket; extra "
-             "[ray]).")] = "local",
+        help="'local' (threads) or 'ray' (one Ray task per bucket; extra [ray]).")] = "local",
     ray_address: Annotated[str | None, typer.Option(
         help="With --engine ray: address of an existing Ray cluster (e.g. 'auto' or "
              "'ray://head:10001'); default: start a local one.")] = None,
 ) -> None:
     """Deduplicate segments inside each document and write a store atomically."""
-    from ..pipeline import ingest_tables_to_store
+    from ..job import ingest_to_store
 
     cfg = load_config(config)
     if mode is not None:
         cfg = _with_mode(cfg, mode)
-    from ..documents import ingest_documents, is_documents_input
-
-    if any(is_documents_input(p) for p in inputs):
-        keys = [k.strip() for k in key_columns.split(",") if k.strip()] if key_columns else None
-        result, version = ingest_documents(
-            inputs, out, cfg, embedder=embedder, language_from_path=language_from_path,
-            key_columns=keys, skip_bad_files=skip_bad_files, threads=threads, buckets=buckets,
-            quiet=quiet,
-        )
-    else:
-        result, version = ingest_tables_to_store(inputs, out, cfg, threads=threads,
-                                                 buckets=buckets, engine=engine,
-                                                 ray_address=ray_address)
+    keys = [k.strip() for k in key_columns.split(",") if k.strip()] if key_columns else None
+    result = ingest_to_store(
+        inputs, out, cfg, threads=threads, buckets=buckets, engine=engine,
+        ray_address=ray_address, embedder=embedder, language_from_path=language_from_path,
+        key_columns=keys, skip_bad_files=skip_bad_files, quiet=quiet,
+    )
     if not quiet:
-        console.print(documents_table(result.documents))
+        console.print(documents_table(result.documents.collect()))
     console.print(result.summary(), markup=False)
-    stages = {k[len("stage_"):]: v for k, v in result.timings.items() if k.startswith("stage_")}
-    if stages and not quiet:
-        console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()),
-                      markup=False)
-    console.print(f"store: {out} (version {version.name})", markup=False)
+    if not quiet:
+        shown = {k: v for k, v in result.timings.items() if v >= 0.005 and k != "total"}
+        console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in shown.items())
+                      + f"; total {result.timings['total']:.2f} s", markup=False)
+    console.print(f"store: {out} (version {result.version_id})", markup=False)
 
 
 def _with_mode(cfg: Any, mode: str) -> Any:

@@ -24,7 +24,6 @@ import datetime as dt
 import functools
 import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -40,7 +39,7 @@ import xxhash
 from ..config import DedupConfig, resolve_config
 from ..embed import MINILM_NAME, Embedder, get_embedder
 from ..errors import EmbedderError, InputError, StoreError
-from ..store import Store, open_store
+from ..store import Store, atomic_path, open_store
 from .bm25 import Bm25Index, load_bm25
 from .crossdoc import displaced_lists, duplicate_of, language_codes
 from .dense import cosine_scores, top_n, unit_queries
@@ -105,8 +104,9 @@ class StoreView:
         self._bm25: Bm25Index | bool | None = False
         if self.vectors is not None and self.vectors.shape[0] != self.frame.height:
             raise StoreError(
-                f"store {store.root}: vectors.npy has {self.vectors.shape[0]} rows, the segments "
-                f"{self.frame.height}; the version is damaged: run `arrowdedup verify`, re-ingest"
+                f"store {store.root}: the embeddings have {self.vectors.shape[0]} rows, the "
+                f"segments {self.frame.height}; the version is damaged: run `arrowdedup verify`, "
+                "re-ingest"
             )
         ids = self.frame.get_column("segment_id").cast(pl.String)
         self.segment_ids = ids.to_numpy()
@@ -394,9 +394,8 @@ def append_retrieval_log(store: Store, result: SearchResult) -> Path:
     name = f"{now:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}.parquet"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{name}.tmp"
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, directory / name)
+        with atomic_path(directory / name, durable=False) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
     except OSError as err:
         raise StoreError(f"cannot append to the retrieval log {directory}: {err.strerror or err}; "
                          "check the permissions and free space, or set "
