@@ -11,10 +11,9 @@ load neither Polars, Numba nor the embedders until a function needs them.
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from . import _lazy
 
 __version__ = "0.1.0"
 
@@ -46,32 +45,11 @@ _EXPORTS = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'arrowdedup' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy.install(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:
     return __all__
-
-
-class _Package(types.ModuleType):
-    """Keeps ``arrowdedup.ingest``, ``.extract`` and ``.calibrate`` the functions of those
-    names when their submodules are imported (the import system would bind the submodule
-    over the function; an eager ``from .ingest import ingest`` used to rebind it)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and name in _EXPORTS \
-                and value.__name__ == f"{__name__}.{name}":
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:
@@ -110,7 +88,7 @@ if TYPE_CHECKING:
         competition_rank,
         dedupe_ranked,
         rrf,
-        search,
     )
+    from .retrieval.search import search
     from .store import Store, StoreWriter, bucket_of, open_store
     from .verify import Problem, VerifyReport, verify_store

@@ -17,19 +17,21 @@ import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import kernels, kernels_blocked, lsh
 from .config import DecayMode, DedupConfig, Mode, resolve_config
 from .hashing import xxh64
 from .salience import DefaultSalience, SalienceScorer
 from .schema import Embeddings, SegmentsInput, read_segments, validate
+from .vectors import dense_codes
 
 log = logging.getLogger("arrowdedup")
 
 OUTPUT_COLUMNS = ("salience_original", "salience_boost", "near_duplicate_count",
                   "exact_duplicate_count")
 ACTION_DTYPE = pl.Enum(list(kernels.ACTION_NAMES))
+# Calls of fewer rows run the small groups with the NumPy twin (no jitted code to load).
+SMALL_INPUT_ROWS = 2048
 
 
 class Timer:
@@ -153,19 +155,6 @@ def content_hash_codes(frame: pl.DataFrame) -> np.ndarray:
     return xxh64(frame.get_column("text").to_arrow()).view(np.int64)
 
 
-def dense_codes(series: pl.Series) -> tuple[np.ndarray, int]:
-    """Dense int64 codes of a string column (hash-based, no sort); null gets its own code."""
-    arr = series.cast(pl.String).to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if pa.types.is_string_view(arr.type):
-        arr = arr.cast(pa.large_string())
-    encoded = pc.dictionary_encode(arr)
-    n_values = len(encoded.dictionary)
-    codes = encoded.indices.fill_null(n_values).to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes, n_values + 1
-
-
 def group_codes(frame: pl.DataFrame) -> np.ndarray:
     """One int64 code per (doc_id, segment_type[, language]) group."""
     code, _ = dense_codes(frame.get_column("doc_id"))
@@ -239,6 +228,8 @@ def run_kernels(
     if emb is not None and emb.sq_norm is not None:
         inv_norm = np.zeros(n, dtype=np.float32)
         inv_norm[usable] = (1.0 / np.sqrt(emb.sq_norm[usable])).astype(np.float32)
+    elif not usable.any():
+        inv_norm = np.zeros(n, dtype=np.float32)
     else:
         inv_norm = kernels.inverse_norms(matrix, usable)
     ing = cfg.ingestion
@@ -249,7 +240,10 @@ def run_kernels(
     large = (sizes >= ing.block_min_segments) | use_lsh
     small = np.flatnonzero(~large).astype(np.int64)
     with numba_threads(threads), kernels_blocked.blas_threads(threads):
-        kernels.greedy_numba(
+        # A small call takes the NumPy twin: loading the jitted kernel costs more than it
+        # saves (cold start); decisions agree (SPEC §5, tested).
+        greedy = kernels.greedy_numpy if n < SMALL_INPUT_ROWS else kernels.greedy_numba
+        greedy(
             plan.order, plan.offsets, small, matrix, inv_norm, usable, plan.hash_class,
             plan.n_classes, plan.filtered, threshold, action, rep, sim,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -23,6 +24,7 @@ import pyarrow.compute as pc
 from .errors import SchemaError, first_rows
 
 JIT_MIN_VALUES = 1 << 20
+ALL_ROWS = np.ones(0, dtype=np.bool_)  # "every row is present": saves a mask per call
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,15 +73,16 @@ def inverse_norms(matrix: np.ndarray, sq_norm: np.ndarray | None = None) -> np.n
     return inv
 
 
-def unit_rows(matrix: np.ndarray, usable: np.ndarray | None = None) -> np.ndarray:
-    """A float32 copy of ``matrix`` with unit rows; rows that are zero, non-finite or not
-    ``usable`` become zero rows."""
-    inv = inverse_norms(np.asarray(matrix))
-    if usable is not None:
-        inv = np.where(usable, inv, np.float32(0.0))
-    out = np.asarray(matrix, dtype=np.float32) * inv[:, None]
-    out[inv == 0] = 0.0
-    return np.ascontiguousarray(out, dtype=np.float32)
+def unit_rows(matrix: np.ndarray, usable: np.ndarray | None = None,
+              dtype: Any = np.float32) -> np.ndarray:
+    """A copy of ``matrix`` (``dtype``, float32 by default) with unit rows; rows that are
+    zero, non-finite or not ``usable`` become zero rows. float64 divides by the float64 norm."""
+    m = np.asarray(matrix, dtype=dtype)
+    finite, sq = row_stats(np.asarray(matrix))
+    ok = finite & (sq > 0) if usable is None else finite & (sq > 0) & usable
+    norms = np.sqrt(sq, where=ok, out=np.ones_like(sq)).astype(dtype)
+    out = np.divide(m, norms[:, None], out=np.zeros_like(m), where=ok[:, None])
+    return np.ascontiguousarray(out)
 
 
 def fixed_size_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
@@ -201,3 +204,64 @@ def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embedding
                       "embeddings must be finite; re-embed those rows or set them to null")
     usable = present & (sq_norm > 0.0)
     return Embeddings(matrix, present, usable, d, sq_norm)
+
+
+# ----------------------------------------------------------------------------- ranked results
+
+
+def embedding_matrix(frame: pl.DataFrame, column: str = "embedding"
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(n, d) float32 embeddings as given (zero rows where null) and the mask of present rows
+    (empty when every row is present).
+
+    Works on the Arrow buffers (a fixed-size float32 list without nulls is a free 2-D view);
+    refuses mixed dimensions, naming the rows (SPEC §1). Normalisation and the NaN / infinity
+    check happen in the kernel.
+    """
+    series = frame.get_column(column)
+    dtype = series.dtype  # cheaper than frame.schema, which builds the whole schema
+    if isinstance(dtype, pl.Array) and dtype.inner == pl.Float32 and not series.has_nulls():
+        return series.to_numpy(), ALL_ROWS
+    if not isinstance(dtype, (pl.Array, pl.List)) or not dtype.inner.is_numeric():
+        raise SchemaError(
+            f"column {column!r} has type {dtype}, expected a list or fixed-size list of floats; "
+            "give each result its embedding as pl.Array(pl.Float32, d) (null when unknown)"
+        )
+    n = frame.height
+    arr = single_chunk(series.to_arrow())
+    present = np.ones(n, dtype=bool) if arr.null_count == 0 else \
+        np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if isinstance(dtype, pl.Array):
+        d = int(dtype.size)
+        values = arr.values.slice(arr.offset * d, n * d)
+        matrix = np.asarray(values.to_numpy(zero_copy_only=False),
+                            dtype=np.float32).reshape(n, d)
+    else:
+        if not pa.types.is_large_list(arr.type):
+            arr = arr.cast(pa.large_list(arr.type.value_type))
+        offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        lengths = np.where(present, np.diff(offsets), 0)
+        dims = np.unique(lengths[present])
+        if dims.size > 1:
+            rows = np.flatnonzero(present & (lengths != lengths[present][0]))
+            raise SchemaError(
+                f"column {column!r}: mixed embedding dimensions {dims[:5].tolist()} at rows "
+                f"{first_rows(rows)}; every result must be embedded by one model"
+            )
+        d = int(dims[0]) if dims.size else 0
+        flat = np.asarray(arr.values.to_numpy(zero_copy_only=False), dtype=np.float32)
+        matrix = np.zeros((n, d), dtype=np.float32)
+        for r in np.flatnonzero(present & (lengths > 0)):  # ~100 ranked results, not a column
+            matrix[r] = flat[offsets[r] - offsets[0]: offsets[r + 1] - offsets[0]]
+    if not present.all() and d:
+        matrix = np.where(present[:, None], matrix, np.float32(0.0))
+    return np.ascontiguousarray(matrix, dtype=np.float32), present
+
+
+def language_codes(frame: pl.DataFrame) -> np.ndarray:
+    """A code per language tag, equal for equal tags (null is its own code); all zero without
+    the column."""
+    if "language" not in frame.columns:
+        return np.zeros(frame.height, dtype=np.int64)
+    arr = single_chunk(frame.get_column("language").cast(pl.String).to_arrow())
+    return dense_codes(pl.Series(arr))[0]
