@@ -85,24 +85,16 @@ def _put(fill: bool, k: int, r: int, s: int, e: int, h: np.uint64, rows: np.ndar
 
 
 @numba.njit(inline="always")
-def _emit(data: np.ndarray, r: int, s: int, e: int, stop: np.ndarray, fill: bool, k: int,
-          rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, hashes: np.ndarray) -> int:
+def _emit(data: np.ndarray, r: int, s: int, cs: int, e: int, compound: bool, has_dot: bool,
+          stop: np.ndarray, fill: bool, k: int, rows: np.ndarray, starts: np.ndarray,
+          ends: np.ndarray, hashes: np.ndarray) -> int:
+    """Emit the token ``data[s:e]`` (``cs``: after its dash prefix; ``compound``: it has a
+    prefix, a joiner or an ``_``), then its parts and its ``v`` variant."""
     b0 = np.int64(data[s])
     if not (e - s == 1 and ((97 <= b0 <= 122) or b0 == 95)):
         h = _xxh64_one(data, s, e)
         if not _is_stop(stop, h, e - s):
             k = _put(fill, k, r, s, e, h, rows, starts, ends, hashes)
-    cs = s
-    while cs < e and data[cs] == 45:
-        cs += 1
-    compound = cs != s
-    has_dot = False
-    for j in range(cs, e):
-        b = np.int64(data[j])
-        if _is_joiner(b) or b == 95:
-            compound = True
-            if b == 46:
-                has_dot = True
     if not compound:
         return k
     ps = cs
@@ -134,10 +126,17 @@ def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, fill: bool,
         i = offsets[r]
         end = offsets[r + 1]
         while i < end:
-            c, w = _cls(data, i, end)
+            b = data[i]
+            # ASCII word bytes first: the common case, without decoding.
+            if (97 <= b <= 122) or (48 <= b <= 57) or b == 95:
+                c, w = _WORD, 1
+            else:
+                c, w = _cls(data, i, end)
             start = i
+            compound = False
+            has_dot = False
             if c != _WORD:
-                if data[i] != 45:
+                if b != 45:
                     i += w
                     continue
                 d = i
@@ -151,7 +150,17 @@ def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, fill: bool,
                     i = d
                     continue
                 i = d
+                compound = True
+            core = i
             while i < end:
+                b = data[i]
+                if (97 <= b <= 122) or (48 <= b <= 57):
+                    i += 1
+                    continue
+                if b == 95:
+                    compound = True
+                    i += 1
+                    continue
                 c, w = _cls(data, i, end)
                 if c != _WORD:
                     break
@@ -163,13 +172,24 @@ def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, fill: bool,
                 c2, _ = _cls(data, i + w, end)
                 if c2 != _WORD:
                     break
+                compound = True
+                if data[i] == 46:
+                    has_dot = True
                 i += w
                 while i < end:
+                    b = data[i]
+                    if (97 <= b <= 122) or (48 <= b <= 57):
+                        i += 1
+                        continue
+                    if b == 95:
+                        i += 1
+                        continue
                     c, w = _cls(data, i, end)
                     if c != _WORD:
                         break
                     i += w
-            k = _emit(data, r, start, i, stop, fill, k, rows, starts, ends, hashes)
+            k = _emit(data, r, start, core, i, compound, has_dot, stop, fill, k, rows,
+                      starts, ends, hashes)
     return k
 
 
@@ -267,6 +287,23 @@ def postings(tokens: np.ndarray, rows: np.ndarray, n_vocab: int
             i = j
         indptr[v + 1] = k
     return indptr, out_rows[:k], tf[:k]
+
+
+@numba.njit(nogil=True, cache=True)
+def bm25_scores(indptr: np.ndarray, doc_rows: np.ndarray, tf: np.ndarray,
+                doc_len: np.ndarray, avg: float, n_docs: int, k1: float, b: float
+                ) -> np.ndarray:
+    """The Lucene BM25 score of every posting, in float64 then float32 (as the NumPy path)."""
+    out = np.empty(doc_rows.shape[0], np.float32)
+    for v in range(indptr.shape[0] - 1):
+        lo, hi = indptr[v], indptr[v + 1]
+        df = np.float64(hi - lo)
+        idf = np.float32(np.log1p((n_docs - df + 0.5) / (df + 0.5)))
+        for j in range(lo, hi):
+            t = np.float64(tf[j])
+            norm = k1 * ((1.0 - b) + b * doc_len[doc_rows[j]] / avg)
+            out[j] = idf * np.float32(t / (norm + t))
+    return out
 
 
 _STOP: np.ndarray | None = None

@@ -137,12 +137,18 @@ class Bm25Builder:
         indptr, doc_rows, tf = _postings(ids, rows, n_vocab)
         doc_len = np.bincount(rows, minlength=n_docs).astype(np.float64)
         avg = float(doc_len.mean()) if n_docs else 0.0
-        df = np.diff(indptr).astype(np.float64)
-        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
-        tf64 = tf.astype(np.float64)
-        norm = K1 * ((1.0 - B) + B * doc_len[doc_rows] / (avg if avg > 0 else 1.0))
-        tfc = (tf64 / (norm + tf64)).astype(np.float32)
-        data = np.repeat(idf, np.diff(indptr)) * tfc
+        avg = avg if avg > 0 else 1.0
+        if doc_rows.shape[0] >= 50_000:
+            from ._tokens_jit import bm25_scores
+
+            data = bm25_scores(indptr, doc_rows, tf, doc_len, avg, n_docs, K1, B)
+        else:
+            df = np.diff(indptr).astype(np.float64)
+            idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+            tf64 = tf.astype(np.float64)
+            norm = K1 * ((1.0 - B) + B * doc_len[doc_rows] / avg)
+            tfc = (tf64 / (norm + tf64)).astype(np.float32)
+            data = np.repeat(idf, np.diff(indptr)) * tfc
         out = Path(version_dir) / BM25_DIR
         out.mkdir(parents=True, exist_ok=True)
         np.save(out / FILES["data"], data.astype(np.float32))
