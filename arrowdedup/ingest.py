@@ -31,7 +31,7 @@ OUTPUT_COLUMNS = ("salience_original", "salience_boost", "near_duplicate_count",
                   "exact_duplicate_count")
 ACTION_DTYPE = pl.Enum(list(kernels.ACTION_NAMES))
 # Calls of fewer rows run the small groups with the NumPy twin (no jitted code to load).
-SMALL_INPUT_ROWS = 2048
+SMALL_INPUT_ROWS = 512
 
 
 class Timer:

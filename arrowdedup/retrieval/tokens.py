@@ -47,7 +47,7 @@ _SINGLE_DROPPED = frozenset("abcdefghijklmnopqrstuvwxyz_")
 _DIGITS = frozenset("0123456789")
 WORD, JOINER, SEPARATOR = 0, 1, 2
 # Below this many texts an index is tokenized in Python (no Numba code to load).
-JIT_MIN_TEXTS = 2_000
+JIT_MIN_TEXTS = 500
 
 
 def char_class(ch: str) -> int:
