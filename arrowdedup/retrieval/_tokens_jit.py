@@ -27,16 +27,24 @@ def _is_joiner(b: Any) -> bool:
     return b == 46 or b == 45 or b == 58 or b == 47  # . - : /
 
 
+def _ascii_table() -> np.ndarray:
+    table = np.full(128, _SEP, dtype=np.int64)
+    for c in b"abcdefghijklmnopqrstuvwxyz0123456789_":
+        table[c] = _WORD
+    for c in b".-:/":
+        table[c] = _JOINER
+    return table
+
+
+_ASCII = _ascii_table()
+
+
 @numba.njit(inline="always")
 def _cls(data: np.ndarray, i: int, end: int) -> tuple[int, int]:
     """(class, width in bytes) of the character starting at byte ``i``."""
     b = np.int64(data[i])
     if b < 0x80:
-        if (97 <= b <= 122) or (48 <= b <= 57) or b == 95:
-            return _WORD, 1
-        if _is_joiner(b):
-            return _JOINER, 1
-        return _SEP, 1
+        return _ASCII[b], 1
     if b >= 0xF0:
         w = 4
         cp = b & 0x07
