@@ -23,14 +23,17 @@ from .config import DecayMode, DedupConfig, Mode, resolve_config
 from .hashing import xxh64
 from .salience import DefaultSalience, SalienceScorer
 from .schema import Embeddings, SegmentsInput, read_segments, validate
-from .vectors import dense_codes
+from .vectors import dense_codes, input_rows_hint
 
 log = logging.getLogger("arrowdedup")
 
 OUTPUT_COLUMNS = ("salience_original", "salience_boost", "near_duplicate_count",
                   "exact_duplicate_count")
 ACTION_DTYPE = pl.Enum(list(kernels.ACTION_NAMES))
-# Calls of fewer rows run the small groups with the NumPy twin (no jitted code to load).
+# Inputs of fewer rows run the small groups with the NumPy twin (no jitted code to load). A
+# job that ingests bucket by bucket declares the size of its whole input
+# (``vectors.input_rows``), so the kernel, and so every bit of every similarity, never depends
+# on the bucket count.
 SMALL_INPUT_ROWS = 512
 
 
@@ -242,7 +245,8 @@ def run_kernels(
     with numba_threads(threads), kernels_blocked.blas_threads(threads):
         # A small call takes the NumPy twin: loading the jitted kernel costs more than it
         # saves (cold start); decisions agree (SPEC §5, tested).
-        greedy = kernels.greedy_numpy if n < SMALL_INPUT_ROWS else kernels.greedy_numba
+        small_input = max(n, input_rows_hint()) < SMALL_INPUT_ROWS
+        greedy = kernels.greedy_numpy if small_input else kernels.greedy_numba
         greedy(
             plan.order, plan.offsets, small, matrix, inv_norm, usable, plan.hash_class,
             plan.n_classes, plan.filtered, threshold, action, rep, sim,

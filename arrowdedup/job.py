@@ -232,6 +232,7 @@ class BucketSource:
     files: tuple[str, ...]
     buckets: int
     partitioned: bool
+    total_rows: int = 0  # rows of the whole input (the kernels are chosen for it)
     # In-memory inputs of the local engine ("mem:<i>" in ``files``).
     tables: tuple[pa.Table, ...] = dataclasses.field(default=(), compare=False, repr=False)
 
@@ -309,7 +310,7 @@ def bucket_source(inputs: Sequence[Path] | Sequence[pa.Table], buckets: int, wor
         _check_schemas([t.schema for t in tables], [f"table {i}" for i in range(len(tables))])
         if in_memory:
             yield BucketSource(tuple(f"mem:{i}" for i in range(len(tables))), buckets, False,
-                               tuple(tables))
+                               sum(t.num_rows for t in tables), tuple(tables))
             return
         batches = [(t.schema, iter(t.to_batches(PARTITION_BATCH)), f"table {i}")
                    for i, t in enumerate(tables)]
@@ -319,8 +320,10 @@ def bucket_source(inputs: Sequence[Path] | Sequence[pa.Table], buckets: int, wor
     paths = [Path(p) for p in inputs]  # type: ignore[arg-type]
     check_inputs(paths)
     if all(_is_ipc_file(p) for p in paths):
-        _check_schemas([_mapped(str(p)).schema for p in paths], paths)
-        yield BucketSource(tuple(str(p) for p in paths), buckets, False)
+        mapped = [_mapped(str(p)) for p in paths]
+        _check_schemas([t.schema for t in mapped], paths)
+        yield BucketSource(tuple(str(p) for p in paths), buckets, False,
+                           sum(t.num_rows for t in mapped))
         return
     sizes = [_parquet_bytes_uncompressed(p) for p in paths]
     if memory_budget > 0 and all(n is not None for n in sizes) and \
@@ -328,7 +331,7 @@ def bucket_source(inputs: Sequence[Path] | Sequence[pa.Table], buckets: int, wor
         tables = [read_table_file(p) for p in paths]
         _check_schemas([t.schema for t in tables], paths)
         yield BucketSource(tuple(f"mem:{i}" for i in range(len(tables))), buckets, False,
-                           tuple(tables))
+                           sum(t.num_rows for t in tables), tuple(tables))
         return
     with _partitioned([(*_batches(p), str(p)) for p in paths], buckets, workdir) as source:
         yield source
@@ -364,6 +367,7 @@ def _partition(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str]]
     writers: dict[int, ipc.RecordBatchFileWriter] = {}
     schema0: pa.Schema | None = None
     first = ""
+    total = 0
     try:
         for schema, batches, name in inputs:
             if schema0 is None:
@@ -374,6 +378,7 @@ def _partition(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str]]
                     "write them with the same columns and types")
             try:
                 for batch in batches:
+                    total += batch.num_rows
                     ids = _bucket_ids(pa.Table.from_batches([batch]), buckets)
                     order = np.argsort(ids, kind="stable")
                     bounds = np.searchsorted(ids[order], np.arange(buckets + 1))
@@ -388,12 +393,12 @@ def _partition(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str]]
         if schema0 is not None and not writers:  # no rows at all: keep the schema
             ipc.new_file(str(tmp / "b-00000.arrow"), schema0).close()
             return BucketSource(tuple(str(tmp / "b-00000.arrow") if b == 0 else ""
-                                      for b in range(buckets)), buckets, True)
+                                      for b in range(buckets)), buckets, True, 0)
     finally:
         for w in writers.values():
             w.close()
     return BucketSource(tuple(str(tmp / f"b-{b:05d}.arrow") if b in writers else ""
-                              for b in range(buckets)), buckets, True)
+                              for b in range(buckets)), buckets, True, total)
 
 
 # ----------------------------------------------------------------------------- buckets
@@ -427,15 +432,17 @@ def process_bucket(
     """Ingest and encode one bucket (the unit of work of both engines); ``None`` when empty
     (unless ``force``, which ingests an empty table)."""
     from .ingest import ingest
+    from .vectors import input_rows
 
     table = source.read(bucket, cache)
     if table is None:
         if not force:
             return None
         table = source.empty()
-    result = ingest(table, job.config, threads=job.threads, scorer=job.scorer)
-    out = encode_bucket(bucket, result.kept, result.decisions, result.documents,
-                        result.embedding_dim, job.indexes)
+    with input_rows(source.total_rows):
+        result = ingest(table, job.config, threads=job.threads, scorer=job.scorer)
+        out = encode_bucket(bucket, result.kept, result.decisions, result.documents,
+                            result.embedding_dim, job.indexes)
     timings = {**result.timings, **out.timings}
     return out, BucketSummary(documents=result.documents, timings=timings)
 
@@ -730,7 +737,9 @@ def write_store(
     builders += [_HookIndex(h) for h in hooks]
     writer = StoreWriter(root, buckets=buckets, config=result.config, inputs=inputs,
                          embedding_model=embedding_model, extra=extra, indexes=builders)
-    with writer:
+    from .vectors import input_rows
+
+    with writer, input_rows(result.original_count):
         for b in range(buckets):
             k_rows = kept_order[kept_bounds[b]:kept_bounds[b + 1]]
             d_rows = dec_order[dec_bounds[b]:dec_bounds[b + 1]]

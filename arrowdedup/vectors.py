@@ -12,8 +12,10 @@ more; smaller ones take the NumPy twin, so a small job loads no jitted code.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,25 @@ import pyarrow.compute as pc
 from .errors import SchemaError, first_rows
 
 JIT_MIN_VALUES = 1 << 20
+# The size of the whole input of the job running in this context (0: the call's own size).
+# Kernels with a NumPy twin choose by it, so a bucket's bits never depend on the bucket count.
+_INPUT_ROWS: contextvars.ContextVar[int] = contextvars.ContextVar("arrowdedup_input_rows",
+                                                                  default=0)
+
+
+@contextlib.contextmanager
+def input_rows(n: int) -> Iterator[None]:
+    """Within the block, size-dependent choices (jitted kernel or NumPy twin) are made as for
+    an input of ``n`` rows."""
+    token = _INPUT_ROWS.set(n)
+    try:
+        yield
+    finally:
+        _INPUT_ROWS.reset(token)
+
+
+def input_rows_hint() -> int:
+    return _INPUT_ROWS.get()
 ALL_ROWS = np.ones(0, dtype=np.bool_)  # "every row is present": saves a mask per call
 
 
@@ -54,7 +75,8 @@ def row_stats_numpy(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def row_stats(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row: all values finite, and the squared norm (float64), in one pass."""
-    if matrix.size < JIT_MIN_VALUES:
+    rows = max(matrix.shape[0], input_rows_hint()) if matrix.ndim == 2 else matrix.shape[0]
+    if rows * (matrix.shape[1] if matrix.ndim == 2 else 1) < JIT_MIN_VALUES:
         return row_stats_numpy(matrix)
     from ._vectors_jit import row_stats_numba
 

@@ -250,7 +250,7 @@ def check_content_immutable(frame: pl.DataFrame, result: IngestionResult) -> Non
 
 def _store_digest(root: Path) -> dict[str, str]:
     manifest = open_store(root).manifest
-    files = {k: v["sha256"] for k, v in manifest["files"].items()}
+    files = {k: v[manifest["checksum"]] for k, v in manifest["files"].items()}
     version = open_store(root).version
     # Files the manifest does not list (indexes written by hooks) must be identical too.
     for path in sorted(version.rglob("*")):

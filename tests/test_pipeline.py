@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
+import xxhash
 from conftest import segments_frame
 from typer.testing import CliRunner
 
@@ -113,7 +114,8 @@ def test_vectors_align_with_segments_and_checksums(inputs, tmp_path):
                                atol=1e-6)
     for rel, entry in store.manifest["files"].items():
         data = (store.version / rel).read_bytes()
-        assert hashlib.sha256(data).hexdigest() == entry["sha256"], rel
+        assert store.manifest["checksum"] == "xxh3_128"
+        assert xxhash.xxh3_128_hexdigest(data) == entry["xxh3_128"], rel
     from arrowdedup import verify_store
 
     assert verify_store(tmp_path / "s").ok

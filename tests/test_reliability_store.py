@@ -62,7 +62,7 @@ def _snapshot(root: Path) -> tuple[str, dict[str, str]]:
     report = verify_store(root)
     assert report.ok, [str(p) for p in report.problems]
     store = open_store(root)
-    files = {k: v["sha256"] for k, v in store.manifest["files"].items()}
+    files = {k: v[store.manifest["checksum"]] for k, v in store.manifest["files"].items()}
     return str(store.manifest["run_id"]), files
 
 

@@ -24,16 +24,19 @@ from .layout import (
 from .lock import LOCK, store_lock
 from .reader import Store, StoredVectors, current_manifest, current_version, open_store
 from .writer import (
+    CHECKSUM,
     PAUSE_ENV,
     BucketOutput,
     IndexBuilder,
     StoreWriter,
+    checksum_file,
     encode_bucket,
     prepare_root,
     sha256_file,
 )
 
 __all__ = [
+    "CHECKSUM",
     "CURRENT",
     "DEFAULT_BUCKETS",
     "FORMAT_VERSION",
@@ -51,6 +54,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "bucket_of",
+    "checksum_file",
     "current_manifest",
     "current_version",
     "encode_bucket",

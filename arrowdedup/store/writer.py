@@ -54,8 +54,9 @@ from .layout import (
 from .lock import LOCK, store_lock
 from .reader import current_manifest
 
-__all__ = ["DEFAULT_BUCKETS", "PAUSE_ENV", "BucketOutput", "IndexBuilder", "StoreWriter",
-           "encode_bucket", "prepare_root", "sha256_file"]
+__all__ = ["CHECKSUM", "DEFAULT_BUCKETS", "PAUSE_ENV", "BucketOutput", "IndexBuilder",
+           "StoreWriter", "checksum_bytes", "checksum_file", "encode_bucket", "prepare_root",
+           "sha256_file"]
 
 # A test-only hook for the crash tests (issue 8): with ARROWDEDUP_TEST_PAUSE_AT=<point> in the
 # environment, the writer announces the point on stderr and sleeps there (60 s at most), so a
@@ -84,13 +85,39 @@ class IndexBuilder(Protocol):
     def finish(self, version_dir: Path) -> Any: ...
 
 
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB blocks (the manifest's checksums)."""
-    h = hashlib.sha256()
+# The manifest's file checksums: XXH3-128 (about 6x faster than SHA-256 here; a checksum
+# against damage, not a signature). Format 1 stores used SHA-256 ("checksum" absent).
+CHECKSUM = "xxh3_128"
+
+
+def _hasher(algo: str) -> Any:
+    if algo == "sha256":
+        return hashlib.sha256()
+    if algo == "xxh3_128":
+        import xxhash
+
+        return xxhash.xxh3_128()
+    raise StoreError(f"unknown checksum algorithm {algo!r} in the manifest; re-ingest")
+
+
+def checksum_bytes(data: Any, algo: str = CHECKSUM) -> str:
+    h = _hasher(algo)
+    h.update(data)
+    return str(h.hexdigest())
+
+
+def checksum_file(path: Path, algo: str = CHECKSUM) -> str:
+    """Hex digest of a file, read in 4 MiB blocks."""
+    h = _hasher(algo)
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
+        for block in iter(lambda: fh.read(1 << 22), b""):
             h.update(block)
-    return h.hexdigest()
+    return str(h.hexdigest())
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file (the checksums of format 1 stores)."""
+    return checksum_file(path, "sha256")
 
 
 def prepare_root(root: Path) -> None:
@@ -327,7 +354,7 @@ class StoreWriter:
         with open(path, "wb") as fh:
             fh.write(data)
         self.written.append(path)
-        self.files[rel] = {"rows": rows, "sha256": hashlib.sha256(data).hexdigest()}
+        self.files[rel] = {"rows": rows, CHECKSUM: checksum_bytes(data)}
 
     def add(self, out: BucketOutput) -> None:
         """Write one encoded bucket (buckets in increasing order, each at most once)."""
@@ -393,9 +420,9 @@ class StoreWriter:
             list(pool.map(fsync_file, [*self.written, *indexed]))
             # Files the builders wrote (the BM25 index) are checksummed like the data files,
             # so `verify` notices a damaged index too; they have no row count.
-            for path, digest in zip(indexed, pool.map(sha256_file, indexed), strict=True):
+            for path, digest in zip(indexed, pool.map(checksum_file, indexed), strict=True):
                 self.files[path.relative_to(self.tmp).as_posix()] = {"rows": None,
-                                                                     "sha256": digest}
+                                                                     CHECKSUM: digest}
         manifest_counts = dict(counts) if counts is not None else {
             "documents": doc_table.num_rows if doc_table is not None else 0,
             "segments_in": int(sum(h.shape[0] for h in self._id_hashes)),
@@ -404,6 +431,7 @@ class StoreWriter:
         manifest_counts.update(self.counts)
         manifest = {
             "buckets": self.buckets, "files": dict(sorted(self.files.items())),
+            "checksum": CHECKSUM,
             "counts": manifest_counts,
             "format_version": FORMAT_VERSION,
             "run_id": self.run_id,
