@@ -23,7 +23,11 @@ which is the cosine at the speed of unit vectors. Format 1 stores (which also ke
 
 A version directory is immutable once ``current`` points at it; a later run (or a future
 update, delete or rollback) writes a new version beside it and moves the pointer, so readers
-see one version whole, and a killed run leaves the old one.
+see one version whole, and a killed run leaves the old one. Because dedup is per document and
+a document lives in one bucket, an update re-decides the buckets it touches only: its version
+can hard-link the untouched bucket files of the previous one (immutable, checksummed in both
+manifests) and write new ones (or delta files and tombstones) for the rest; rollback is moving
+``current`` back. Every such operation returns :class:`arrowdedup.job.JobResult`.
 """
 
 from __future__ import annotations
