@@ -40,8 +40,9 @@ from ..config import DedupConfig, resolve_config
 from ..embed import MINILM_NAME, Embedder, get_embedder
 from ..errors import EmbedderError, InputError, StoreError
 from ..store import Store, atomic_path, open_store
+from ..vectors import language_codes
 from .bm25 import Bm25Index, load_bm25
-from .crossdoc import displaced_lists, duplicate_of, language_codes
+from .crossdoc import displaced_lists, duplicate_of
 from .dense import cosine_scores, top_n, unit_queries
 from .fusion import SearchMode, competition_rank, group_rank, mode_weights, rrf, score_order
 
