@@ -170,6 +170,11 @@ def _timings(values: Mapping[str, float]) -> Mapping[str, float]:
     return types.MappingProxyType(out)
 
 
+def _encoder_of(builder: IndexBuilder) -> IndexBuilder:
+    fresh = getattr(builder, "encoder", None)
+    return fresh() if callable(fresh) else builder
+
+
 def default_indexes() -> list[IndexBuilder]:
     """The indexes every version gets unless ``indexes=False``: BM25 over the kept text."""
     from .retrieval.bm25 import Bm25Builder
@@ -671,7 +676,9 @@ def ingest_to_store(
     elif paths:
         check_inputs(paths)
     builders = default_indexes() if indexes is True else list(indexes or [])
-    job = BucketJob(cfg, threads, tuple(builders), scorer)
+    # Workers get stateless copies of the builders (a Ray task pickles what it is given; the
+    # writer's builders accumulate the buckets).
+    job = BucketJob(cfg, threads, tuple(_encoder_of(b) for b in builders), scorer)
     writer = StoreWriter(store_root, buckets=buckets, config=cfg, inputs=names,
                          embedding_model=model, extra=extra, indexes=builders)
     inputs: Sequence[Path] | Sequence[pa.Table] = tables if tables else paths

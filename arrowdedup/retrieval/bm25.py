@@ -105,6 +105,10 @@ class Bm25Builder:
         self._parts: list[BucketTokens] = []
         self._rows = 0
 
+    def encoder(self) -> Bm25Builder:
+        """A stateless builder for workers (only its ``encode`` is called there)."""
+        return Bm25Builder()
+
     def add(self, part: BucketTokens | None, rows: int) -> None:
         """Append a bucket's tokens; ``rows`` is its kept row count (store order)."""
         if part is not None:
