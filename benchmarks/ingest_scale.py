@@ -203,19 +203,26 @@ def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def repeated(side: str, spec: dict[str, Any], tmp: Path, label: str) -> dict[str, Any]:
-    runs = []
+def interleaved(plan: dict[str, tuple[str, dict[str, Any]]], tmp: Path) -> dict[str, Any]:
+    """``REPEATS`` rounds, each running every side once in a fresh process (interleaved, so
+    load bursts on the shared machine hit all sides alike); per side the spread of seconds,
+    the peak RSS and the median run's answer."""
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in plan}
     for i in range(REPEATS):
-        out = tmp / f"{label}-{i}"
-        runs.append(run_side(side, {**spec, "out": str(out) + (".arrow" if "floor" in side
-                                                                 else "")}))
-        _remove(out)
-        print(f"   {label} run {i + 1}: {runs[-1]['seconds']:.2f} s, peak "
-              f"{runs[-1]['peak_rss_mb']:.0f} MB", flush=True)
-    secs = [r["seconds"] for r in runs]
-    median_run = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
-    return {"seconds": spread(secs), "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
-            "median_run": median_run}
+        for label, (side, spec) in plan.items():
+            out = tmp / f"{label}-{i}"
+            target = str(out) + (".arrow" if side.startswith("floor") else "")
+            runs[label].append(run_side(side, {**spec, "out": target}))
+            _remove(out)
+            print(f"   {label} run {i + 1}: {runs[label][-1]['seconds']:.2f} s, peak "
+                  f"{runs[label][-1]['peak_rss_mb']:.0f} MB", flush=True)
+    result = {}
+    for label, rs in runs.items():
+        median_run = sorted(rs, key=lambda r: r["seconds"])[len(rs) // 2]
+        result[label] = {"seconds": spread([r["seconds"] for r in rs]),
+                         "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
+                         "median_run": median_run}
+    return result
 
 
 def _remove(path: Path) -> None:
@@ -239,24 +246,33 @@ def in_memory(tbl: Any, matrix: np.ndarray, threshold: float) -> dict[str, Any]:
     from .baseline import gram_greedy, groupby_greedy
 
     out: dict[str, Any] = {}
+    def single(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            with threadpool_limits(limits=1):
+                return fn()
+        return run
 
-    def timed_runs(fn: Callable[[], Any]) -> tuple[dict[str, float], Any]:
-        value = fn()  # the warm-up, excluded (as for every side of this table)
-        secs = []
-        for _ in range(REPEATS):
+    sides: dict[str, Callable[[], Any]] = {
+        "ingest": lambda: arrowdedup.ingest(tbl),
+        "ingest_1_thread": single(lambda: arrowdedup.ingest(tbl, threads=1)),
+        "gram": lambda: gram_greedy(tbl, matrix, threshold),
+        "gram_1_thread": single(lambda: gram_greedy(tbl, matrix, threshold)),
+        "naive": lambda: groupby_greedy(tbl, matrix, threshold),
+    }
+    values = {key: fn() for key, fn in sides.items()}  # the warm-up of every side, excluded
+    secs: dict[str, list[float]] = {key: [] for key in sides}
+    for _ in range(REPEATS):
+        # Interleaved (every side once per round): a burst of load on this shared machine
+        # then hits every side alike instead of one side's runs.
+        for key, fn in sides.items():
             start = time.perf_counter()
-            value = fn()
-            secs.append(time.perf_counter() - start)
-        return spread(secs), value
-
-    out["ingest"], result = timed_runs(lambda: arrowdedup.ingest(tbl))
+            values[key] = fn()
+            secs[key].append(time.perf_counter() - start)
+    for key in sides:
+        out[key] = spread(secs[key])
+    result = values["ingest"]
+    gram_kept, naive_kept = values["gram"], values["naive"]
     out["ingest_stages"] = dict(result.timings)
-    with threadpool_limits(limits=1):
-        out["ingest_1_thread"], _ = timed_runs(lambda: arrowdedup.ingest(tbl, threads=1))
-    out["gram"], gram_kept = timed_runs(lambda: gram_greedy(tbl, matrix, threshold))
-    with threadpool_limits(limits=1):
-        out["gram_1_thread"], _ = timed_runs(lambda: gram_greedy(tbl, matrix, threshold))
-    out["naive"], naive_kept = timed_runs(lambda: groupby_greedy(tbl, matrix, threshold))
     ours = kept_rows(result)
     out["identical_gram"] = bool(np.array_equal(ours, gram_kept))
     out["identical_naive"] = bool(np.array_equal(ours, naive_kept))
@@ -297,22 +313,18 @@ def run(quick: bool) -> dict[str, Any]:
         pq.write_table(tbl, parquet, row_group_size=64 * 1024)
         sizes = {"ipc_mb": ipc.stat().st_size / 1e6, "parquet_mb": parquet.stat().st_size / 1e6}
         del corpus, tbl
-        sides: dict[str, Any] = {}
-        sides["floor_ipc"] = repeated("floor_ipc", {"ipc": str(ipc)}, tmp, "floor_ipc")
-        sides["store_ipc"] = repeated("store", {"input": str(ipc), "fact_guard": False}, tmp,
-                                      "store_ipc")
-        sides["store_ipc_1_thread"] = repeated(
-            "store", {"input": str(ipc), "fact_guard": False, "threads": 1}, tmp,
-            "store_ipc_1t")
-        guarded = repeated("store", {"input": str(ipc), "fact_guard": True}, tmp,
-                           "store_ipc_guarded")
-        if "FactGuard=true" in guarded["median_run"]["config"]:
-            sides["store_ipc_guarded"] = guarded
-        sides["floor_parquet"] = repeated("floor_parquet", {"parquet": str(parquet)}, tmp,
-                                          "floor_parquet")
-        sides["store_parquet"] = repeated("store", {"input": str(parquet),
-                                                    "fact_guard": False}, tmp,
-                                          "store_parquet")
+        plan = {
+            "floor_ipc": ("floor_ipc", {"ipc": str(ipc)}),
+            "store_ipc": ("store", {"input": str(ipc), "fact_guard": False}),
+            "store_ipc_1_thread": ("store", {"input": str(ipc), "fact_guard": False,
+                                             "threads": 1}),
+            "store_ipc_guarded": ("store", {"input": str(ipc), "fact_guard": True}),
+            "floor_parquet": ("floor_parquet", {"parquet": str(parquet)}),
+            "store_parquet": ("store", {"input": str(parquet), "fact_guard": False}),
+        }
+        sides = interleaved(plan, tmp)
+        if "FactGuard=true" not in sides["store_ipc_guarded"]["median_run"].get("config", ""):
+            del sides["store_ipc_guarded"]  # no such key at this commit: the same run twice
     return report(params, mem, sides, sizes, quick)
 
 
@@ -406,7 +418,9 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
         f"File → store sides: each of the {REPEATS} runs is a fresh process timed from the "
         "call (imports excluded; no warm-up for any side, so Numba's cache load counts); peak "
         "RSS is the process's. Config: " + run_ipc["config"] + ".",
-        f"In-memory sides: one untimed warm-up each, then {REPEATS} timed runs in one process.",
+        f"In-memory sides: one untimed warm-up each, then {REPEATS} timed rounds in one "
+        "process. Every table's sides run interleaved (one run of each side per round), so a "
+        "burst of load on the shared machine hits all sides alike.",
         f"Inputs: Arrow IPC {sizes['ipc_mb']:.0f} MB (uncompressed), Parquet "
         f"{sizes['parquet_mb']:.0f} MB (row groups of 65,536).",
         "The machines are shared: the load average at the start is in the JSON; compare "

@@ -215,19 +215,29 @@ def ipc_bytes(table: pa.Table) -> pa.Buffer:
 
 def embeddings_table(kept: pl.DataFrame) -> tuple[pa.Table, int | None]:
     """The kept embedding column as given (one chunk) and its float32 inverse norms."""
-    from ..vectors import embeddings_from, inverse_norms
+    from ..vectors import embeddings_from, fixed_size_values, inverse_norms
 
     column = kept.get_column("embedding").rechunk().to_arrow()
-    emb = embeddings_from(kept.select("embedding"))
-    if emb is None or emb.dim == 0:
-        inv = np.zeros(kept.height, dtype=np.float32)
-        dim = None
-    else:
-        inv = inverse_norms(emb.matrix, emb.sq_norm)
-        inv[~emb.usable] = 0.0
-        dim = emb.dim
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
+    # float32 without nulls: the values embeddings_from would copy, read in place (other
+    # types go through it, so every bucket computes its norms from the same float32 values).
+    view = fixed_size_values(column) if column.null_count == 0 else None
+    if view is not None and view.dtype != np.float32:
+        view = None
+    dim: int | None
+    if view is not None:  # the common case: norms straight off the Arrow buffer, no copy
+        inv = inverse_norms(view)
+        dim = int(view.shape[1])
+    else:
+        emb = embeddings_from(kept.select("embedding"))
+        if emb is None or emb.dim == 0:
+            inv = np.zeros(kept.height, dtype=np.float32)
+            dim = None
+        else:
+            inv = inverse_norms(emb.matrix, emb.sq_norm)
+            inv[~emb.usable] = 0.0
+            dim = emb.dim
     table = pa.table({"embedding": column, INV_NORM: pa.array(inv, type=pa.float32())})
     return table, dim
 
