@@ -58,6 +58,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from . import progress
 from .config import DedupConfig, resolve_config
 from .errors import InputError, MissingDependencyError, SchemaError, StoreError
 from .schema import read_table_file
@@ -723,18 +724,20 @@ def ingest_to_store(
         timings["partition"] = time.perf_counter() - start - sum(timings.values())
         stream = _local(src, job) if engine == "local" else _ray(src, job, ray_address)
         documents: list[pl.DataFrame] = []
-        for bucket_out, summary in stream:
-            writer.add(bucket_out)
-            documents.append(summary.documents)
-            for key, value in summary.timings.items():
-                sums[key] = sums.get(key, 0.0) + value
-        if not documents:  # empty corpus: an empty bucket 0, as for a whole empty result
-            done = process_bucket(src, 0, job, force=True)
-            assert done is not None
-            writer.add(done[0])
-            documents.append(done[1].documents)
-        writer.commit(documents=pl.concat(documents, how="vertical_relaxed"),
-                      timings=_timings({**timings, **sums}))
+        with progress.spinner("deduplicating", quiet=quiet):
+            for bucket_out, summary in stream:
+                writer.add(bucket_out)
+                documents.append(summary.documents)
+                for key, value in summary.timings.items():
+                    sums[key] = sums.get(key, 0.0) + value
+            if not documents:  # empty corpus: an empty bucket 0, as for a whole empty result
+                done = process_bucket(src, 0, job, force=True)
+                assert done is not None
+                writer.add(done[0])
+                documents.append(done[1].documents)
+        with progress.spinner("writing the store", quiet=quiet):
+            writer.commit(documents=pl.concat(documents, how="vertical_relaxed"),
+                          timings=_timings({**timings, **sums}))
     timings.update(sums)
     # The writer's own time: file writes and checksums, the index builders' merge and finish
     # (beside the workers' tokenizing), and the commit.

@@ -60,7 +60,8 @@ def ingest(
         help="Dedup mode: 'exact' or 'lsh' (groups of Ingestion.LshMinSegments or more; "
              "default: the config's Ingestion.Mode).")] = None,
     engine: Annotated[str, typer.Option(
-        help="'local' (threads) or 'ray' (one Ray task per bucket; extra [ray]).")] = "local",
+        help="'local' (threads) or 'ray' (one Ray task per bucket; needs "
+             "pip install 'arrowdedup[ray]').")] = "local",
     ray_address: Annotated[str | None, typer.Option(
         help="With --engine ray: address of an existing Ray cluster (e.g. 'auto' or "
              "'ray://head:10001'); default: start a local one.")] = None,
