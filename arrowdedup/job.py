@@ -86,8 +86,9 @@ DEFAULT_MEMORY_BUDGET = 2 << 30
 LOCAL_AHEAD = 1  # buckets prepared ahead of the one being written (local engine)
 # Suffixes that are segments tables, not documents.
 TABLE_SUFFIXES = frozenset({".parquet", ".arrow", ".ipc", ".feather"})
-STAGES = ("extract", "embed", "partition", "read", "validate", "salience", "hash", "plan",
-          "kernel", "output", "encode", "index", "write", "commit", "total")
+STAGES = ("extract", "embedder_load", "embed", "partition", "read", "validate", "salience",
+          "hash", "facts", "plan", "kernel", "output", "encode", "index", "write", "commit",
+          "total")
 
 TableLike: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table
 Source: TypeAlias = TableLike | str | Path | Sequence[str | Path]
