@@ -338,7 +338,10 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
     stages = run_ipc["timings"]
     bm25_share = stages["index"] / stages["total"] if stages["total"] else None
     store_ratio = run_ipc["store_bytes"] / run_ipc["data_bytes"]
-    speedup = mem["gram"]["median"] / mem["ingest"]["median"]
+    # Against the baseline at its best thread setting: per-document BLAS calls are tiny, and
+    # on a loaded 2-core machine BLAS threads can make them many times slower.
+    gram_best = min(mem["gram"]["median"], mem["gram_1_thread"]["median"])
+    speedup = gram_best / mem["ingest"]["median"]
     figures = {
         "segments": params["docs"] * params["segments"], "kept": mem["kept"],
         "dedup_ratio": mem["dedup_ratio"],
@@ -386,7 +389,7 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
     mem_rows = [
         ["`ingest()` in memory", "default", m["ingest"]["median"], m["ingest"]["min"],
          m["ingest"]["max"], 1.0, verdict(speedup, t["ingest_vs_competent_baseline"], ">=")
-         + " × the competent baseline"],
+         + " × the competent baseline (its faster row)"],
         ["`ingest()` in memory", "1", m["ingest_1_thread"]["median"],
          m["ingest_1_thread"]["min"], m["ingest_1_thread"]["max"],
          m["ingest_1_thread"]["median"] / m["ingest"]["median"], "–"],
@@ -404,7 +407,7 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
         ["IPC → store / I/O floor", verdict(ipc_ratio, t["ipc_over_floor"])],
         ["Parquet → store / I/O floor", verdict(pq_ratio, t["parquet_over_floor"])],
         ["peak RSS of a file → store process (GB)", verdict(peak_gb, t["peak_rss_gb"])],
-        ["`ingest()` / competent baseline (×)",
+        ["`ingest()` / competent baseline at its faster thread setting (×)",
          verdict(speedup, t["ingest_vs_competent_baseline"], ">=")],
         ["BM25 build (stage `index`) / file → store",
          verdict(bm25_share, t["bm25_share_of_file_to_store"])],
@@ -446,6 +449,16 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
         ],
         "notes": notes,
     }
+
+
+def rereport(result: dict[str, Any]) -> dict[str, Any]:
+    """The tables and figures of a stored result re-derived from its recorded measurements
+    (``figures['in_memory']``, ``figures['sides']``): no new timing, no hand-typed value."""
+    f = result["figures"]
+    body = report(result["parameters"], f["in_memory"], f["sides"], f["input_sizes_mb"],
+                  bool(result.get("quick")))
+    return {**result, "figures": body["figures"], "tables": body["tables"],
+            "notes": body["notes"]}
 
 
 def headline(result: dict[str, Any]) -> list[str]:
