@@ -184,7 +184,12 @@ def performance_markdown(results: list[dict[str, Any]]) -> str:
         except ImportError:
             continue
         if hasattr(module, "headline"):
-            bullets += [f"- {line}" for line in module.headline(result)]
+            # Each figure names the commit (and date) it was measured at: a stale one shows.
+            git = result.get("git") or {}
+            dirty = "+dirty" if git.get("dirty") else ""
+            stamp = (f" _(commit `{(git.get('commit') or '?')[:10]}`{dirty}, "
+                     f"{str(result.get('date', '?'))[:10]})_")
+            bullets += [f"- {line}{stamp}" for line in module.headline(result)]
     if not bullets:
         return "_No benchmark results yet: run `make bench`._"
     m = results[0]["machine"]
