@@ -141,19 +141,23 @@ def _encode(cp: int, out: np.ndarray, w: int) -> int:
 
 
 @numba.njit(inline="always")
-def _lookup(keys: np.ndarray, h: np.uint64) -> int:
-    lo = 0
-    hi = keys.shape[0]
+def find(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> int:
+    """Index of ``x`` in the sorted ``values[lo:hi]`` (binary search), or -1."""
     while lo < hi:
         mid = (lo + hi) >> 1
-        v = keys[mid]
-        if v == h:
+        v = values[mid]
+        if v == x:
             return mid
-        if v < h:
+        if v < x:
             lo = mid + 1
         else:
             hi = mid
     return -1
+
+
+@numba.njit(inline="always")
+def _lookup(keys: np.ndarray, h: np.uint64) -> int:
+    return find(keys, 0, keys.shape[0], h)
 
 
 @numba.njit(inline="always")

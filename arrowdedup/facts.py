@@ -348,17 +348,8 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
 
 @numba.njit(nogil=True, cache=True, inline="always")
 def _has(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> bool:
-    """Binary search of ``x`` in the sorted ``values[lo:hi]``."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        v = values[mid]
-        if v == x:
-            return True
-        if v < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return False
+    """Is ``x`` in the sorted ``values[lo:hi]``?"""
+    return fact_scan.find(values, lo, hi, x) >= 0
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -431,15 +422,6 @@ def fact_conflict(a: str, b: str, *, segment_type: str | None = None,
     modes = fact_modes(types, 2)
     kind = int(conflict(offsets, values, modes, 0, 1))
     return KIND_NAMES[kind] if kind else None
-
-
-def describe(signature: list[int] | np.ndarray) -> dict[str, int]:
-    """How many facts of each kind a signature holds (for people reading a decision)."""
-    counts: dict[str, int] = {}
-    for h in np.asarray(signature, dtype=np.uint64).tolist():
-        name = KIND_NAMES[int(h) >> 61]
-        counts[name] = counts.get(name, 0) + 1
-    return counts
 
 
 def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
