@@ -65,3 +65,21 @@ def segments_frame(
             )
         )
     return frame
+
+
+def random_facts(m: int, seed: int):
+    """Random fact signatures (CSR) over a small pool, so that covers and refusals are both
+    common, and random guard modes (subset or equal)."""
+    rng = np.random.default_rng(seed + 7)
+    pool = np.array(sorted((k << 61) | int(v) for k, v in
+                           zip(rng.integers(1, 8, 6), rng.integers(1, 2**40, 6), strict=True)),
+                    dtype=np.uint64)
+    counts = rng.integers(0, 3, m)
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    values = []
+    for r in range(m):
+        chosen = np.unique(rng.choice(pool, counts[r], replace=False))
+        values.extend(chosen.tolist())
+        offsets[r + 1] = len(values)
+    modes = rng.choice(np.array([0, 0, 1], dtype=np.int8), m)
+    return offsets, np.array(values, dtype=np.uint64), modes

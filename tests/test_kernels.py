@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import polars as pl
+from conftest import random_facts
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -141,8 +142,6 @@ def run_both(frame: pl.DataFrame, cfg: DedupConfig, facts=None) -> list[tuple[np
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60))
 def test_numba_and_numpy_twin_agree_with_fact_guard(seed: int, n: int) -> None:
-    from test_kernels_blocked import random_facts
-
     frame = random_table(seed, n)
     cfg = DedupConfig()
     assume(clear_of_band(frame, cfg.ingestion.similarity_threshold))

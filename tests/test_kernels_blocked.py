@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import polars as pl
 import pytest
-from conftest import segments_frame
+from conftest import random_facts, segments_frame
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -48,24 +48,6 @@ def inputs(x: np.ndarray, seed: int, exact: float, filt: float, unusable: float)
     filtered = rng.random(m) < filt
     order = rng.permutation(m).astype(np.int64)  # greedy order is any permutation
     return order, usable, inv, hc.astype(np.int64), filtered
-
-
-def random_facts(m: int, seed: int):
-    """Random fact signatures (CSR) over a small pool, so that covers and refusals are both
-    common, and random guard modes (subset or equal)."""
-    rng = np.random.default_rng(seed + 7)
-    pool = np.array(sorted((k << 61) | int(v) for k, v in
-                           zip(rng.integers(1, 8, 6), rng.integers(1, 2**40, 6), strict=True)),
-                    dtype=np.uint64)
-    counts = rng.integers(0, 3, m)
-    offsets = np.zeros(m + 1, dtype=np.int64)
-    values = []
-    for r in range(m):
-        chosen = np.unique(rng.choice(pool, counts[r], replace=False))
-        values.extend(chosen.tolist())
-        offsets[r + 1] = len(values)
-    modes = rng.choice(np.array([0, 0, 1], dtype=np.int8), m)
-    return offsets, np.array(values, dtype=np.uint64), modes
 
 
 def run_both(x, order, usable, inv, hc, filtered, block, chunk, facts=None):

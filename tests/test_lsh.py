@@ -12,10 +12,10 @@ import textwrap
 import numpy as np
 import polars as pl
 import pytest
-from conftest import ROOT, segments_frame, word
+from conftest import ROOT, random_facts, segments_frame, word
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from test_kernels_blocked import THR, clear_of_band, inputs, planted, random_facts
+from test_kernels_blocked import THR, clear_of_band, inputs, planted
 
 from arrowdedup import ConfigError, DedupConfig, IngestionConfig, LshMethod, Mode, ingest, kernels
 from arrowdedup.lsh import (

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
+from conftest import random_facts
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -262,8 +263,6 @@ def test_numba_kernel_equals_numpy_twin(p):
     b = greedy_ranked_numpy(m, usable, lang, thr)
     assert np.array_equal(a, b)
     # With random fact signatures, the guarded kernel equals the guarded twin.
-    from test_kernels_blocked import random_facts
-
     facts = random_facts(n, seed % 10_000)
     a = greedy_ranked(m, usable, lang, thr, *facts, True)
     b = greedy_ranked_numpy(m, usable, lang, thr, facts)
