@@ -1,7 +1,9 @@
 """arrowdedup: signal-preserving deduplication of RAG evidence segments.
 
 Phase 1 (:func:`ingest`) removes exact and near duplicates inside each document and boosts the
-salience of what it keeps; phase 2 (retrieval) skips results that repeat a higher-ranked one.
+salience of what it keeps; :func:`ingest_to_store` runs it over documents or segments tables
+into a versioned store; phase 2 (retrieval: :func:`search`) skips results that repeat a
+higher-ranked one.
 
 Every public name is imported on first use (PEP 562), so ``import arrowdedup`` and
 ``arrowdedup --help`` cost milliseconds, not the seconds Polars, Numba and DuckDB take, and a
@@ -68,19 +70,19 @@ _EXPORTS: dict[str, str] = {
     "fact_signatures": ".facts",
     "get_embedder": ".embed",
     "ingest": ".ingest",
-    "ingest_documents": ".documents",
-    "ingest_tables_to_store": ".pipeline",
+    "JobResult": ".job",
+    "ingest_to_store": ".job",
     "load_pairs": ".calibrate",
     "open_store": ".store",
     "rrf": ".retrieval",
     "search": ".retrieval.search",
     "verify_store": ".verify",
-    "write_store": ".store",
+    "write_store": ".job",
 }
 # Subpackages and modules reachable as attributes without an import statement.
-_SUBMODULES = frozenset({"calibrate", "cli", "config", "documents", "embed", "errors", "extract",
+_SUBMODULES = frozenset({"calibrate", "cli", "config", "embed", "errors", "extract",
                          "facts",
-                         "ingest", "metrics", "pipeline", "retrieval", "schema", "store",
+                         "ingest", "job", "metrics", "retrieval", "schema", "store",
                          "verify"})
 
 
@@ -133,9 +135,6 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         RrfConfig,
         SignalWeights,
     )
-    from .documents import (
-        ingest_documents,
-    )
     from .embed import (
         Embedder,
         MiniLMEmbedder,
@@ -170,9 +169,7 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         IngestionResult,
         ingest,
     )
-    from .pipeline import (
-        ingest_tables_to_store,
-    )
+    from .job import JobResult, ingest_to_store, write_store
     from .retrieval import (
         Context,
         NoEmbeddingsWarning,
@@ -191,7 +188,6 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         StoreWriter,
         bucket_of,
         open_store,
-        write_store,
     )
     from .verify import (
         Problem,
@@ -214,6 +210,7 @@ __all__ = [
     "IngestionConfig",
     "IngestionResult",
     "InputError",
+    "JobResult",
     "KeyColumns",
     "LshMethod",
     "MiniLMEmbedder",
@@ -249,8 +246,7 @@ __all__ = [
     "fact_signatures",
     "get_embedder",
     "ingest",
-    "ingest_documents",
-    "ingest_tables_to_store",
+    "ingest_to_store",
     "load_pairs",
     "open_store",
     "rrf",

@@ -38,6 +38,7 @@ import polars as pl
 
 from .embed import Embedder, get_embedder
 from .errors import ConfigError, InputError
+from .vectors import unit_rows
 
 DEFAULT_THRESHOLDS = tuple(round(0.80 + 0.01 * i, 2) for i in range(19))
 DEFAULT_POSITIVE_MIN = 4.8
@@ -398,9 +399,7 @@ def _text_columns(
 def pair_cosines(pairs: PairSet, embedder: Embedder) -> np.ndarray:
     """Cosine of each pair, embedding every distinct text once."""
     unique = sorted(set(pairs.left) | set(pairs.right))
-    vectors = np.asarray(embedder.encode(unique), dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    np.divide(vectors, norms, out=vectors, where=norms > 0)
+    vectors = unit_rows(np.asarray(embedder.encode(unique), dtype=np.float32))
     index = {t: i for i, t in enumerate(unique)}
     li = np.fromiter((index[t] for t in pairs.left), dtype=np.int64, count=pairs.n)
     ri = np.fromiter((index[t] for t in pairs.right), dtype=np.int64, count=pairs.n)

@@ -13,7 +13,6 @@ Run it with ``python -m arrowdedup.demo [--embedder model2vec:PATH] [--out DIR]`
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 import sys
 import time
@@ -42,13 +41,6 @@ def sample_inputs(sample: Path = SAMPLE) -> list[Path]:
     """The corpus files of ``data/sample`` (its README describes the corpus; it is not part of
     it). Ingest them with ``root=sample`` so doc ids stay relative to the corpus folder."""
     return sorted(p for p in sample.iterdir() if p.name != "README.md")
-
-
-def _available(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 def show_merges(store_path: Path, segments: pl.DataFrame, limit: int = 6) -> None:
@@ -86,9 +78,6 @@ def _short(text: Any, width: int = 70) -> str:
 
 
 def run_searches(store_path: Path, embedder: Any) -> None:
-    if not _available("arrowdedup.retrieval"):
-        console.print("(retrieval not available yet)")
-        return
     from .retrieval import search
 
     for query in QUERIES:
@@ -105,9 +94,6 @@ def run_searches(store_path: Path, embedder: Any) -> None:
 
 
 def show_stats(store_path: Path) -> None:
-    if not _available("arrowdedup.metrics"):
-        console.print("(metrics not available yet)")
-        return
     from .cli.app import app
 
     # The `arrowdedup stats` command renders metrics and warnings; reuse it rather than
@@ -128,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from .cli.app import documents_table
-    from .documents import extract_segments, ingest_documents
     from .embed import get_embedder
     from .errors import ArrowDedupError
+    from .job import extract_segments, ingest_to_store
 
     try:
         console.print(Panel.fit(
@@ -144,12 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             embedder = get_embedder(args.embedder)
         console.print(f"embedder {embedder.name} ({embedder.dim}-d) loaded in "
                       f"{time.perf_counter() - start:.1f} s")
-        result, version = ingest_documents(sample_inputs(), args.out, embedder=embedder,
-                                           root=SAMPLE)
-        console.print(documents_table(result.documents, limit=12))
+        result = ingest_to_store(sample_inputs(), args.out, embedder=embedder, root=SAMPLE)
+        console.print(documents_table(result.documents.collect(), limit=12))
         console.print(result.summary(), markup=False, style="bold")
-        stages = {k[len("stage_"):]: v for k, v in result.timings.items()
-                  if k.startswith("stage_")}
+        stages = {k: v for k, v in result.timings.items() if v >= 0.005}
         console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()),
                       markup=False)
         segments = extract_segments(sample_inputs(), root=SAMPLE).segments
@@ -158,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         show_merges(args.out, segments)
 
         console.rule("2. re-ingest: the embedding cache")
-        result2, _ = ingest_documents(sample_inputs(), args.out, embedder=embedder, quiet=True,
-                                        root=SAMPLE)
+        result2 = ingest_to_store(sample_inputs(), args.out, embedder=embedder, quiet=True,
+                                  root=SAMPLE)
         cache = _manifest(args.out).get("embedding_cache", {})
         console.print(f"second run: {cache.get('embedded')} texts embedded, "
                       f"{cache.get('cached')} read from the cache; "
@@ -173,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
         console.rule("5. a PDF and a spreadsheet linked by a key")
         show_linked_context(args.out.parent / f"{args.out.name}-linked", embedder)
-        console.print(f"\nstore: {args.out} (version {version.name}); try "
+        console.print(f"\nstore: {args.out} (version {result.version_id}); try "
                       f"`arrowdedup stats {args.out}`", markup=False)
     except ArrowDedupError as err:
         console.print(f"error: {err}", markup=False, style="red")
@@ -187,13 +171,13 @@ DOCUMENTS = Path(__file__).resolve().parent.parent / "data" / "documents"
 def show_linked_context(store_path: Path, embedder: Any,
                         query: str = "status of order A-1042") -> str:
     """Ingest the invoice PDF and the purchases workbook, print a key-linked context."""
-    from .documents import ingest_documents
+    from .job import ingest_to_store
     from .retrieval.context import build_context
 
     shutil.rmtree(store_path, ignore_errors=True)
     inputs = [DOCUMENTS / "invoice-A-1042.pdf", DOCUMENTS / "tallybird-purchases.xlsx"]
-    result, _ = ingest_documents(inputs, store_path, embedder=embedder, quiet=True,
-                                 root=DOCUMENTS)
+    result = ingest_to_store(inputs, store_path, embedder=embedder, quiet=True,
+                             root=DOCUMENTS)
     console.print(f"ingested {', '.join(p.name for p in inputs)}: {result.summary()}",
                   markup=False)
     ctx = build_context(store_path, query, k=2, mode="keyword", embedder=embedder,

@@ -22,7 +22,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
-import os
 import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -192,14 +191,13 @@ def _cache_table(hashes: np.ndarray, vectors: np.ndarray, model: str, dim: int) 
 
 
 def _write_atomic(table: pa.Table, path: Path) -> None:
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
+    from .store.atomic import atomic_path
+
     try:
-        with pa.OSFile(str(tmp), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+        with atomic_path(path, durable=False) as tmp, \
+                pa.OSFile(str(tmp), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
-        os.replace(tmp, path)
     except OSError as err:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
         raise StoreError(
             f"cannot write the embedding cache file {path} ({err.strerror or err}); check the "
             "permissions and free space of the store"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .hashing import _xxh64_one
+from ._hashing_jit import _xxh64_one
 
 LOW = np.uint64((1 << 61) - 1)
 

@@ -17,19 +17,24 @@ import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import facts, kernels, kernels_blocked, lsh
 from .config import DecayMode, DedupConfig, Mode, resolve_config
 from .hashing import xxh64
 from .salience import DefaultSalience, SalienceScorer
 from .schema import Embeddings, SegmentsInput, read_segments, validate
+from .vectors import dense_codes, input_rows_hint
 
 log = logging.getLogger("arrowdedup")
 
 OUTPUT_COLUMNS = ("salience_original", "salience_boost", "near_duplicate_count",
                   "exact_duplicate_count")
 ACTION_DTYPE = pl.Enum(list(kernels.ACTION_NAMES))
+# Inputs of fewer rows run the small groups with the NumPy twin (no jitted code to load). A
+# job that ingests bucket by bucket declares the size of its whole input
+# (``vectors.input_rows``), so the kernel, and so every bit of every similarity, never depends
+# on the bucket count.
+SMALL_INPUT_ROWS = 512
 
 
 class Timer:
@@ -163,19 +168,6 @@ def content_hash_codes(frame: pl.DataFrame) -> np.ndarray:
     return xxh64(frame.get_column("text").to_arrow()).view(np.int64)
 
 
-def dense_codes(series: pl.Series) -> tuple[np.ndarray, int]:
-    """Dense int64 codes of a string column (hash-based, no sort); null gets its own code."""
-    arr = series.cast(pl.String).to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if pa.types.is_string_view(arr.type):
-        arr = arr.cast(pa.large_string())
-    encoded = pc.dictionary_encode(arr)
-    n_values = len(encoded.dictionary)
-    codes = encoded.indices.fill_null(n_values).to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes, n_values + 1
-
-
 def group_codes(frame: pl.DataFrame) -> np.ndarray:
     """One int64 code per (doc_id, segment_type[, language]) group."""
     code, _ = dense_codes(frame.get_column("doc_id"))
@@ -243,6 +235,8 @@ def kernel_plan(plan: Plan, emb: Embeddings | None, cfg: DedupConfig) -> kernels
     if emb is not None and emb.sq_norm is not None:
         inv_norm = np.zeros(n, dtype=np.float32)
         inv_norm[usable] = (1.0 / np.sqrt(emb.sq_norm[usable])).astype(np.float32)
+    elif not usable.any():
+        inv_norm = np.zeros(n, dtype=np.float32)
     else:
         inv_norm = kernels.inverse_norms(matrix, usable)
     guard = cfg.ingestion.fact_guard and plan.fact_offsets is not None
@@ -282,7 +276,11 @@ def run_kernels(
     large = (sizes >= ing.block_min_segments) | use_lsh
     small = np.flatnonzero(~large).astype(np.int64)
     with numba_threads(threads), kernels_blocked.blas_threads(threads):
-        kernels.greedy_numba(p, small, out)
+        # A small call takes the NumPy twin: loading the jitted kernel costs more than it
+        # saves (cold start); decisions agree (SPEC §5, tested).
+        small_input = max(n, input_rows_hint()) < SMALL_INPUT_ROWS
+        greedy = kernels.greedy_numpy if small_input else kernels.greedy_numba
+        greedy(p, small, out)
         sel_of_class = np.full(plan.n_classes, -1, dtype=np.int64)
         for g in np.flatnonzero(large).tolist():
             rows = plan.order[plan.offsets[g] : plan.offsets[g + 1]]

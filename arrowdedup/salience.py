@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from .schema import Embeddings
+from .vectors import unit_rows
 
 TYPE_WEIGHTS: dict[str, float] = {
     "title": 2.0,
@@ -97,8 +98,7 @@ def centrality(doc_codes: np.ndarray, n_docs: int, embeddings: Embeddings | None
     if embeddings is None or not embeddings.usable.any():
         return out
     usable = embeddings.usable
-    unit = embeddings.matrix[usable].astype(np.float64)
-    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    unit = unit_rows(embeddings.matrix[usable], dtype=np.float64)
     codes = doc_codes[usable]
     sums = np.zeros((n_docs, unit.shape[1]), dtype=np.float64)
     np.add.at(sums, codes, unit)

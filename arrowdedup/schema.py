@@ -6,19 +6,18 @@ fixed-size list embeddings of any float width) and never rewritten: validation o
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeAlias
 
-import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from .errors import InputError, SchemaError, first_rows
+from .errors import InputError, SchemaError
+from .vectors import Embeddings, _refuse, embeddings_from
 
 REQUIRED = ("doc_id", "segment_id", "text", "segment_type", "position")
 SegmentsInput: TypeAlias = (
@@ -125,21 +124,6 @@ def _check_utf8(table: pa.Table, origin: str) -> None:
             ) from err
 
 
-@dataclasses.dataclass(frozen=True)
-class Embeddings:
-    """Embeddings as one float32 matrix (zero rows where null) plus a usability mask."""
-
-    matrix: np.ndarray  # (n, d) float32, C-contiguous
-    present: np.ndarray  # bool (n,): not null
-    usable: np.ndarray  # bool (n,): not null and non-zero norm
-    dim: int
-    sq_norm: np.ndarray | None = None  # float64 (n,): squared norms, when already computed
-
-
-def _refuse(column: str, problem: str, rows: np.ndarray | Sequence[int], fix: str) -> SchemaError:
-    return SchemaError(f"column {column!r}: {problem} (rows {first_rows(rows)}); {fix}")
-
-
 def validate(
     frame: pl.DataFrame, max_segments_per_document: int | None = None
 ) -> Embeddings | None:
@@ -220,103 +204,5 @@ def validate(
     return embeddings
 
 
-@numba.njit(nogil=True, cache=True, parallel=True, error_model="numpy",
-            fastmath={"reassoc", "contract"})
-def _row_stats(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: all values finite, and the squared norm, in one pass over the matrix.
-
-    NaN and ±inf propagate into the float64 sum of squares (finite float32 values cannot
-    overflow it), so one reduction answers both questions.
-    """
-    n, d = matrix.shape
-    finite = np.ones(n, dtype=np.bool_)
-    sq = np.zeros(n, dtype=np.float64)
-    for r in numba.prange(n):
-        acc = 0.0
-        for k in range(d):
-            v = np.float64(matrix[r, k])
-            acc += v * v
-        sq[r] = acc
-        finite[r] = np.isfinite(acc)
-    return finite, sq
-
-
-def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embeddings | None:
-    """The embedding column as a float32 matrix; ``None`` when the column is absent.
-
-    Refuses mixed or zero dimension, non-numeric values and NaN / inf, naming the rows.
-    """
-    if column not in frame.columns:
-        return None
-    dtype = frame.schema[column]
-    if not isinstance(dtype, (pl.List, pl.Array)) or not dtype.inner.is_numeric():  # type: ignore[union-attr]
-        raise SchemaError(
-            f"column {column!r} has type {dtype}, expected a list or fixed-size list of floats; "
-            "store embeddings as pl.Array(pl.Float32, d)"
-        )
-    arr = frame.get_column(column).to_arrow()
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-    n = len(arr)
-    present = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    if pa.types.is_fixed_size_list(arr.type):
-        d = arr.type.list_size
-        values = arr.values.slice(arr.offset * d, n * d)
-        lengths = np.where(present, d, 0)
-    else:
-        if pa.types.is_list_view(arr.type) or pa.types.is_large_list_view(arr.type):
-            arr = arr.cast(pa.large_list(arr.type.value_type))
-        offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
-        lengths = np.diff(offsets)
-        lengths = np.where(present, lengths, 0)
-        dims = np.unique(lengths[present])
-        if dims.size > 1:
-            first_dim = lengths[present][0]
-            rows = np.flatnonzero(present & (lengths != first_dim))
-            raise _refuse(column, f"mixed dimensions {dims[:5].tolist()}", rows,
-                          "every embedding must have the same dimension; re-embed those "
-                          "rows with one model")
-        d = int(dims[0]) if dims.size else 0
-        values = arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-        # Null list slots may still own values; keep only the non-null ranges.
-        if (~present).any() and values is not None and len(values) != int(lengths.sum()):
-            keep = np.zeros(len(values), dtype=bool)
-            for r in np.flatnonzero(present):
-                keep[offsets[r] - offsets[0]: offsets[r + 1] - offsets[0]] = True
-            values = values.filter(pa.array(keep))
-    if present.any() and d == 0:
-        raise _refuse(column, "embeddings of dimension 0", np.flatnonzero(present),
-                      "an embedding needs at least one value; set those rows to null")
-    if values.null_count:
-        inner_null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        if pa.types.is_fixed_size_list(arr.type):
-            bad_rows = np.flatnonzero(inner_null.reshape(n, d).any(axis=1) & present)
-        else:
-            bad_rows = np.flatnonzero(present)[inner_null.reshape(-1, d).any(axis=1)]
-        if bad_rows.size:
-            raise _refuse(column, "null values inside embeddings", bad_rows,
-                          "an embedding is either null as a whole or fully numeric: replace "
-                          "those vectors")
-        values = values.fill_null(0.0)
-    flat = np.asarray(values.to_numpy(zero_copy_only=False))
-    if d == 0:
-        return Embeddings(np.zeros((n, 0), np.float32), present, np.zeros(n, bool), 0)
-    # A float64 value beyond float32's range becomes inf here and is refused just below, by
-    # name; numpy's overflow warning would only repeat that.
-    with np.errstate(over="ignore"):
-        if pa.types.is_fixed_size_list(arr.type):
-            # Zero-copy when the input is float32 already; null slots are zeroed on a copy.
-            matrix = np.ascontiguousarray(flat.reshape(n, d), dtype=np.float32)
-            if (~present).any():
-                matrix = matrix.copy()
-                matrix[~present] = 0.0
-        else:
-            matrix = np.zeros((n, d), dtype=np.float32)
-            matrix[present] = flat.reshape(-1, d)
-    finite, sq_norm = _row_stats(matrix)
-    if not finite.all():
-        raise _refuse(column, "NaN or infinite values (or values that overflow float32)",
-                      np.flatnonzero(~finite),
-                      "embeddings must be finite; re-embed those rows or set them to null")
-    usable = present & (sq_norm > 0.0)
-    return Embeddings(matrix, present, usable, d, sq_norm)
+__all__ = ["REQUIRED", "Embeddings", "SegmentsInput", "embeddings_from", "read_segments",
+           "read_table_file", "validate"]

@@ -2,8 +2,9 @@
 
 A store is trusted only after it has been checked from its files alone:
 
-- **files**: every file the manifest lists exists, has the recorded row count and sha256, and no
-  unlisted part file sits beside them (a half-written or foreign file);
+- **files**: every file the manifest lists exists, has the recorded row count and checksum
+  (XXH3-128; SHA-256 in format 1 stores), and no unlisted part file sits beside them (a
+  half-written or foreign file);
 - **counts**: the manifest's counts equal the rows of the files;
 - **decisions**: one row per input segment with unique ids; the kept decisions are exactly the
   stored segments; every ``merged_near`` / ``dropped_exact`` decision names a representative
@@ -30,13 +31,13 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from .errors import ArrowDedupError, StoreError
-from .store import CURRENT, Store, bucket_of, open_store, sha256_file
+from .store import CURRENT, Store, bucket_of, checksum_file, open_store
+from .store.layout import PART_DIRS
 
 # SPEC §5: kernels may disagree on pairs within 1e-5 of the threshold.
 TOLERANCE = 1e-5
 # Rows of one GEMM block in the kept-pair check: bounds memory to BLOCK × group size floats.
 BLOCK = 2048
-PART_DIRS = ("segments", "decisions", "embeddings")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +137,7 @@ def _check_files(store: Store, out: _Collector) -> bool:
         out.add("manifest", "manifest.json", "no 'files' map; the manifest is damaged, re-ingest")
         return False
     sound = True
+    algo = str(store.manifest.get("checksum", "sha256"))  # format 1 stores: SHA-256
     for rel, entry in sorted(files.items()):
         path = store.version / rel
         out.count("files", 1)
@@ -146,10 +148,10 @@ def _check_files(store: Store, out: _Collector) -> bool:
         if not isinstance(entry, dict):
             out.add("files", rel, "manifest entry is not an object; the manifest is damaged")
             continue
-        digest = sha256_file(path)
-        if digest != entry.get("sha256"):
-            out.add("files", rel, f"sha256 {digest[:12]}… differs from the manifest's "
-                    f"{str(entry.get('sha256'))[:12]}…: the file changed after it was written; "
+        digest = checksum_file(path, algo)
+        if digest != entry.get(algo):
+            out.add("files", rel, f"{algo} {digest[:12]}… differs from the manifest's "
+                    f"{str(entry.get(algo))[:12]}…: the file changed after it was written; "
                     "re-ingest")
             sound = False
             continue
@@ -307,7 +309,7 @@ def _check_decisions(segments: pl.DataFrame, decisions: pl.DataFrame, out: _Coll
 def _check_kept_pairs(store: Store, segments: pl.DataFrame, config: Any,
                       out: _Collector) -> None:
     from .config import Mode
-    from .schema import embeddings_from
+    from .vectors import embeddings_from, unit_rows
 
     ing = config.ingestion
     if not ing.enabled or ing.mode is not Mode.EXACT or "embedding" not in segments.columns:
@@ -315,10 +317,7 @@ def _check_kept_pairs(store: Store, segments: pl.DataFrame, config: Any,
     emb = embeddings_from(segments)
     if emb is None or emb.dim == 0:
         return
-    norms = np.sqrt(np.einsum("ij,ij->i", emb.matrix, emb.matrix, dtype=np.float64))
-    unit = np.zeros_like(emb.matrix)
-    np.divide(emb.matrix, norms[:, None].astype(np.float32), out=unit,
-              where=emb.usable[:, None])
+    unit = unit_rows(emb.matrix, emb.usable)
     limit = float(ing.similarity_threshold) + TOLERANCE
     keys = _group_keys(segments)
     grouped = (

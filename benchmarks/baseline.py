@@ -1,4 +1,4 @@
-"""What a user writes by hand (the baseline of issues 2 and 7), and the SemHash peer.
+"""What a user writes by hand (the baselines of issues 2, 7 and 13), and the SemHash peer.
 
 Not a benchmark module (no ``run``): helpers shared by ``ingest_scale`` and ``peers``.
 """
@@ -70,6 +70,28 @@ def groupby_greedy(table: pa.Table, matrix: np.ndarray, threshold: float = 0.90)
             selected.append(int(r))
         kept.extend(selected)
     return np.sort(np.asarray(kept, dtype=np.int64))
+
+
+def gram_greedy(table: pa.Table, matrix: np.ndarray, threshold: float = 0.90) -> np.ndarray:
+    """The competent baseline: Polars ``group_by("doc_id")`` (rows in salience order), one
+    ``G = E @ E.T`` per document, then the greedy pass over ``G`` (a candidate is dropped when
+    ``G[i, selected]`` reaches the threshold). Returns the kept row indices, sorted."""
+    E = unit_rows(matrix)
+    frame = pl.from_arrow(table.select(["doc_id", "salience", "position"])).with_row_index("row")
+    assert isinstance(frame, pl.DataFrame)
+    groups = (frame.sort(["doc_id", "salience", "position"], descending=[False, True, False])
+              .group_by("doc_id", maintain_order=True).agg(pl.col("row")))
+    kept: list[np.ndarray] = []
+    for rows_list in groups.get_column("row").to_list():
+        rows = np.asarray(rows_list, dtype=np.int64)
+        gram = E[rows] @ E[rows].T
+        selected: list[int] = []
+        for i in range(rows.shape[0]):
+            if selected and gram[i, selected].max() >= threshold:
+                continue
+            selected.append(i)
+        kept.append(rows[selected])
+    return np.sort(np.concatenate(kept)) if kept else np.empty(0, np.int64)
 
 
 def salience_order(table: pa.Table) -> np.ndarray:

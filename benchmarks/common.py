@@ -116,7 +116,8 @@ def timeit(fn: Callable[[], Any], *, repeats: int = 3, warmup: int = 1) -> dict[
         start = time.perf_counter()
         value = fn()
         runs.append(time.perf_counter() - start)
-    return {"best": min(runs), "median": statistics.median(runs), "runs": runs, "value": value}
+    return {"best": min(runs), "min": min(runs), "max": max(runs),
+            "median": statistics.median(runs), "runs": runs, "value": value}
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

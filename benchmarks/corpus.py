@@ -106,3 +106,67 @@ def make_corpus(
         "embedding": embedding,
     })
     return Corpus(table, matrix, source)
+
+
+def make_hard_corpus(
+    n: int,
+    *,
+    mean: np.ndarray | None = None,
+    spectrum: np.ndarray | None = None,
+    dim: int = 384,
+    copy_fraction: float = 0.5,
+    cos_range: tuple[float, float] = (0.88, 0.92),
+    seed: int = 0,
+) -> Corpus:
+    """One document of ``n`` segments that is hard for LSH and for rounding.
+
+    Base vectors are *anisotropic*: drawn with the covariance spectrum (and offset by the mean
+    direction) of real embeddings — ``mean`` and ``spectrum`` measured by the caller, else a
+    power-law spectrum and a common mean giving cosines of about 0.3 between unrelated rows.
+    A ``copy_fraction`` of the rows are copies of a random base at an exact cosine drawn
+    uniformly from ``cos_range`` (0.88–0.92 by default: on both sides of the 0.90 threshold).
+    """
+    rng = np.random.default_rng(seed)
+    if spectrum is not None:
+        dim = spectrum.shape[0]
+    else:
+        spectrum = 1.0 / np.arange(1, dim + 1) ** 1.1
+        spectrum = spectrum / spectrum.sum() * 0.7
+    if mean is None:
+        direction = rng.standard_normal(dim)
+        mean = 0.55 * direction / np.linalg.norm(direction)
+    rotation, _ = np.linalg.qr(rng.standard_normal((dim, dim)))
+    n_copies = round(n * copy_fraction)
+    n_base = n - n_copies
+    z = rng.standard_normal((n_base, dim)) * np.sqrt(np.clip(spectrum, 0, None))
+    base = z @ rotation.T + mean
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    src = rng.integers(0, n_base, size=n_copies)
+    cos = rng.uniform(*cos_range, size=n_copies)
+    noise = rng.standard_normal((n_copies, dim)) * np.sqrt(np.clip(spectrum, 0, None))
+    noise = noise @ rotation.T
+    b = base[src]
+    noise -= (noise * b).sum(axis=1, keepdims=True) * b  # orthogonal to the base
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    copies = cos[:, None] * b + np.sqrt(1 - cos[:, None] ** 2) * noise
+    matrix = np.concatenate([base, copies]).astype(np.float32)
+    order = rng.permutation(n)
+    matrix = np.ascontiguousarray(matrix[order])
+    vocab = _vocabulary(rng)
+    words = rng.integers(0, VOCABULARY, size=(n, WORDS_PER_TEXT))
+    text = (
+        pl.DataFrame({"w": vocab.gather(words.ravel())})
+        .select(pl.col("w").reshape((n, WORDS_PER_TEXT)).arr.join(" "))
+        .to_series()
+    )
+    embedding = pa.FixedSizeListArray.from_arrays(pa.array(matrix.ravel()), dim)
+    table = pa.table({
+        "doc_id": pa.array(["hard"] * n),
+        "segment_id": pa.array([f"h-{i}" for i in range(n)]),
+        "text": text.to_arrow(),
+        "segment_type": pa.array(["paragraph"] * n),
+        "position": pa.array(np.arange(n, dtype=np.int32)),
+        "salience": pa.array(rng.uniform(0.1, 1.0, size=n).astype(np.float32)),
+        "embedding": embedding,
+    })
+    return Corpus(table, matrix)

@@ -212,8 +212,8 @@ def score_pairs(pairs: dict[str, pl.DataFrame], embedder: Any) -> dict[str, Any]
 
 def audit_frame(quick: bool) -> pl.DataFrame:
     """The English corpus, extracted, embedded with Model2Vec and scored (default salience)."""
-    from arrowdedup.documents import extract_segments, with_embeddings
     from arrowdedup.embed import Model2VecEmbedder
+    from arrowdedup.job import extract_segments, with_embeddings
     from arrowdedup.salience import DefaultSalience
     from arrowdedup.schema import embeddings_from
 

@@ -1,31 +1,287 @@
-"""Ingestion at scale (issue 2): 20,000 documents × 50 segments × 384-d, ~50 % duplicates.
+"""Ingestion at scale: 1M segments (20,000 documents × 50, 384-d, half near duplicates).
 
-Reports the greedy kernel time (``IngestionResult.timings["kernel"]``), the whole ``ingest()``
-from an in-memory Arrow table (hashing, sorting and output included), ``arrowdedup ingest``
-from a Parquet file (and an Arrow IPC file) to a written store, and the hand-written baseline
-measured in the same run (Polars ``group_by`` + a NumPy greedy), whose keep-set must be
-identical to ours (asserted). The baseline has no fact guard: the comparison runs arrowdedup
-with ``Ingestion.FactGuard: false``, and the default guarded run is timed the same way beside it
-(issue 12, item 6).
+What is measured, every side the same way (median of ``REPEATS`` runs, min and max shown):
+
+- **file → store** (``ingest_to_store``, the one job path) from an Arrow IPC file and from a
+  Parquet file, against an **I/O floor measured in the same run** on the same file: read it
+  once (Arrow IPC: ``read_all`` into memory; Parquet: the faster of Polars and pyarrow with
+  threads on, timed in the same run), gather the kept half, write it back as one file, fsync.
+  Each run of each side is a fresh process (``python -m benchmarks.ingest_scale --side …``),
+  timed from the call (imports excluded, no warm-up for any side: the JIT cache load counts),
+  with that process's peak RSS. A single-thread row (``threads=1``, BLAS and Numba) stands
+  beside the default one. ``Ingestion.FactGuard: false`` is passed when the config has that
+  key (the guarded figure beside it).
+- **ingest() in memory** against two baselines that must give the identical keep-set: the
+  *competent* one (Polars ``group_by``, one ``E @ E.T`` per document, greedy over that matrix)
+  and the *naive* one (per candidate, ``E[selected] @ e``: re-copies the selected rows). These
+  run in this process after one untimed warm-up each (warm-up excluded for all of them).
+
+Targets (issue 13) are shown met or missed, never as a plain number.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .common import ROOT, fmt, table, timed
+from .common import ROOT, fmt, table
 
-TITLE = "Ingestion at scale (1M segments)"
+TITLE = "Ingestion at scale (1M segments): file → store against the I/O floor"
 FULL = {"docs": 20_000, "segments": 50, "dim": 384}
-QUICK = {"docs": 100, "segments": 50, "dim": 64}
-TARGETS = {"kernel_s": 0.3, "ingest_s": 2.0, "speedup_vs_baseline": 10.0}
+QUICK = {"docs": 200, "segments": 50, "dim": 64}
+REPEATS = 3
+TARGETS = {
+    "ipc_over_floor": 2.5,  # ≤
+    "parquet_over_floor": 2.5,  # ≤
+    "peak_rss_gb": 3.0,  # ≤
+    "ingest_vs_competent_baseline": 10.0,  # ≥
+    "bm25_share_of_file_to_store": 0.15,  # ≤
+    "store_over_data": 1.1,  # ≤
+}
+SIDES = ("floor_ipc", "floor_parquet", "store_ipc", "store_parquet")
+
+
+def verdict(value: float | None, target: float, kind: str = "<=") -> str:
+    """A target cell: "met" or "MISSED", with the value and the target."""
+    if value is None:
+        return "not measured"
+    ok = value <= target if kind == "<=" else value >= target
+    sign = "≤" if kind == "<=" else "≥"
+    return f"{'met' if ok else 'MISSED'} ({fmt(value)} vs {sign} {fmt(target)})"
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "runs": list(values)}
+
+
+# ----------------------------------------------------------------------------- worker sides
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _kept_mask(n: int) -> np.ndarray:
+    # The floor keeps as many rows as the job does (the corpus keeps half): every other row.
+    return np.arange(n) % 2 == 0
+
+
+def side_floor_ipc(spec: dict[str, Any]) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.feather as feather
+    import pyarrow.ipc as ipc
+
+    out = Path(spec["out"])
+    start = time.perf_counter()
+    with pa.OSFile(spec["ipc"], "rb") as source:
+        table = ipc.open_file(source).read_all()
+    read_s = time.perf_counter() - start
+    kept = table.filter(pa.array(_kept_mask(table.num_rows)))
+    feather.write_feather(kept, out, compression="uncompressed")
+    _fsync(out)
+    return {"seconds": time.perf_counter() - start, "read_s": read_s}
+
+
+def side_floor_parquet(spec: dict[str, Any]) -> dict[str, Any]:
+    import polars as pl
+    import pyarrow as pa
+    import pyarrow.feather as feather
+    import pyarrow.parquet as pq
+
+    out = Path(spec["out"])
+    t0 = time.perf_counter()
+    frame = pl.read_parquet(spec["parquet"])
+    polars_s = time.perf_counter() - t0
+    del frame
+    t0 = time.perf_counter()
+    table = pq.read_table(spec["parquet"], use_threads=True)
+    pyarrow_s = time.perf_counter() - t0
+    # The write half, after whichever reader was faster in this run (pyarrow's table is at
+    # hand: writing it costs the same as writing Polars' frame).
+    t0 = time.perf_counter()
+    kept = table.filter(pa.array(_kept_mask(table.num_rows)))
+    feather.write_feather(kept, out, compression="uncompressed")
+    _fsync(out)
+    write_s = time.perf_counter() - t0
+    return {"seconds": min(polars_s, pyarrow_s) + write_s, "polars_read_s": polars_s,
+            "pyarrow_read_s": pyarrow_s, "write_s": write_s,
+            "reader": "polars" if polars_s <= pyarrow_s else "pyarrow"}
+
+
+def _config(fact_guard: bool | None) -> tuple[Any, str]:
+    from arrowdedup.config import DedupConfig
+    from arrowdedup.errors import ConfigError
+
+    if fact_guard is None:
+        return DedupConfig(), "default"
+    try:
+        return DedupConfig.from_json({"Ingestion": {"FactGuard": fact_guard}}), \
+            f"FactGuard={str(fact_guard).lower()}"
+    except ConfigError:
+        return DedupConfig(), "default (no Ingestion.FactGuard key at this commit)"
+
+
+def side_store(spec: dict[str, Any]) -> dict[str, Any]:
+    from threadpoolctl import threadpool_limits
+
+    from arrowdedup.job import ingest_to_store
+
+    cfg, cfg_label = _config(spec.get("fact_guard"))
+    threads = spec.get("threads")
+    limits = threadpool_limits(limits=threads) if threads else None
+    try:
+        start = time.perf_counter()
+        result = ingest_to_store([spec["input"]], spec["out"], cfg, threads=threads)
+        seconds = time.perf_counter() - start
+    finally:
+        if limits is not None:
+            limits.unregister()
+    import polars as pl
+
+    size = sum(p.stat().st_size for p in result.path.rglob("*") if p.is_file())
+    # The data a store must hold: the kept embeddings and the text columns (the kept texts,
+    # and the removed texts when the decisions carry them).
+    text = result.kept.select(pl.col("text").str.len_bytes().sum()).collect().item()
+    if "text" in result.decisions.collect_schema().names():
+        text += result.decisions.select(pl.col("text").str.len_bytes().sum()).collect().item()
+    dim = result.embedding_dim or 0
+    return {"seconds": seconds, "timings": dict(result.timings), "store_bytes": size,
+            "data_bytes": int(text) + result.final_count * dim * 4,
+            "kept": result.final_count, "config": cfg_label}
+
+
+def worker(side: str, spec: dict[str, Any]) -> dict[str, Any]:
+    fn: Callable[[dict[str, Any]], dict[str, Any]] = {
+        "floor_ipc": side_floor_ipc, "floor_parquet": side_floor_parquet,
+        "store": side_store}[side]
+    value = fn(spec)
+    value["peak_rss_mb"] = peak_rss_mb()
+    return value
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (VmHWM). Not ``ru_maxrss``: Linux carries that across
+    fork and exec, so a child would report the benchmark parent's peak (the corpus in memory).
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_side(side: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """One run of a side in a fresh process; its JSON answer."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if spec.get("threads") == 1:
+        env.update(NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                   POLARS_MAX_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.ingest_scale", "--side", side, "--spec",
+         json.dumps(spec)], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"side {side} failed: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def interleaved(plan: dict[str, tuple[str, dict[str, Any]]], tmp: Path) -> dict[str, Any]:
+    """``REPEATS`` rounds, each running every side once in a fresh process (interleaved, so
+    load bursts on the shared machine hit all sides alike); per side the spread of seconds,
+    the peak RSS and the median run's answer."""
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in plan}
+    for i in range(REPEATS):
+        for label, (side, spec) in plan.items():
+            out = tmp / f"{label}-{i}"
+            target = str(out) + (".arrow" if side.startswith("floor") else "")
+            runs[label].append(run_side(side, {**spec, "out": target}))
+            _remove(out)
+            print(f"   {label} run {i + 1}: {runs[label][-1]['seconds']:.2f} s, peak "
+                  f"{runs[label][-1]['peak_rss_mb']:.0f} MB", flush=True)
+    result = {}
+    for label, rs in runs.items():
+        median_run = sorted(rs, key=lambda r: r["seconds"])[len(rs) // 2]
+        result[label] = {"seconds": spread([r["seconds"] for r in rs]),
+                         "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
+                         "median_run": median_run}
+    return result
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    for p in (path, path.with_suffix(".arrow"), Path(str(path) + ".arrow")):
+        if p.is_file():
+            p.unlink()
+
+
+# ----------------------------------------------------------------------------- in memory
+
+
+def in_memory(tbl: Any, matrix: np.ndarray, threshold: float) -> dict[str, Any]:
+    from threadpoolctl import threadpool_limits
+
+    import arrowdedup
+
+    from .baseline import gram_greedy, groupby_greedy
+
+    out: dict[str, Any] = {}
+    def single(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            with threadpool_limits(limits=1):
+                return fn()
+        return run
+
+    # The baselines have no fact guard: arrowdedup runs with FactGuard false beside them.
+    cfg, _ = _config(False)
+    sides: dict[str, Callable[[], Any]] = {
+        "ingest": lambda: arrowdedup.ingest(tbl, cfg),
+        "ingest_1_thread": single(lambda: arrowdedup.ingest(tbl, cfg, threads=1)),
+        "gram": lambda: gram_greedy(tbl, matrix, threshold),
+        "gram_1_thread": single(lambda: gram_greedy(tbl, matrix, threshold)),
+        "naive": lambda: groupby_greedy(tbl, matrix, threshold),
+    }
+    values = {key: fn() for key, fn in sides.items()}  # the warm-up of every side, excluded
+    secs: dict[str, list[float]] = {key: [] for key in sides}
+    for _ in range(REPEATS):
+        # Interleaved (every side once per round): a burst of load on this shared machine
+        # then hits every side alike instead of one side's runs.
+        for key, fn in sides.items():
+            start = time.perf_counter()
+            values[key] = fn()
+            secs[key].append(time.perf_counter() - start)
+    for key in sides:
+        out[key] = spread(secs[key])
+    result = values["ingest"]
+    gram_kept, naive_kept = values["gram"], values["naive"]
+    out["ingest_stages"] = dict(result.timings)
+    ours = kept_rows(result)
+    out["identical_gram"] = bool(np.array_equal(ours, gram_kept))
+    out["identical_naive"] = bool(np.array_equal(ours, naive_kept))
+    assert out["identical_gram"] and out["identical_naive"], "keep-sets differ"
+    out["kept"] = int(ours.size)
+    out["dedup_ratio"] = result.dedup_ratio
+    return out
 
 
 def kept_rows(result: Any) -> np.ndarray:
@@ -33,142 +289,166 @@ def kept_rows(result: Any) -> np.ndarray:
     return np.flatnonzero(actions == "kept")
 
 
+# ----------------------------------------------------------------------------- run
+
+
 def run(quick: bool) -> dict[str, Any]:
     import numba
     import pyarrow.feather as feather
     import pyarrow.parquet as pq
 
-    from arrowdedup.config import resolve_config
-    from arrowdedup.pipeline import ingest_tables_to_store
-
-    from .baseline import UNGUARDED, best_ingest, groupby_greedy
     from .corpus import make_corpus
 
     params = dict(QUICK if quick else FULL, near_fraction=0.5, seed=11, threshold=0.90,
-                  numba_threads=numba.get_num_threads())
-    gen_s, corpus = timed(lambda: make_corpus(params["docs"], params["segments"],
-                                              params["dim"], seed=params["seed"]))
+                  repeats=REPEATS, numba_threads=numba.get_num_threads())
+    gen_start = time.perf_counter()
+    corpus = make_corpus(params["docs"], params["segments"], params["dim"], seed=params["seed"])
     tbl = corpus.table
-    repeats = 2 if quick else 5
-    ours = best_ingest(tbl, repeats, fact_guard=False)
-    guarded = best_ingest(tbl, repeats, fact_guard=True)
-    result = ours["result"]
-    kernel_s = ours["kernel"]
-    stages = ours["stages"]
+    params["corpus_generation_s"] = time.perf_counter() - gen_start
+    mem = in_memory(tbl, corpus.matrix, params["threshold"])
 
-    base_s, base_kept = timed(lambda: groupby_greedy(tbl, corpus.matrix, params["threshold"]))
-    our_kept = kept_rows(result)
-    identical = bool(np.array_equal(our_kept, base_kept))
-    assert identical, (f"keep-sets differ: ours {our_kept.size}, baseline {base_kept.size}, "
-                       f"symmetric difference {np.setxor1d(our_kept, base_kept).size}")
-
-    with tempfile.TemporaryDirectory(prefix="arrowdedup-bench-") as tmp:
-        parquet = Path(tmp) / "segments.parquet"
-        ipc = Path(tmp) / "segments.arrow"
-        pq.write_table(tbl, parquet)
+    with tempfile.TemporaryDirectory(prefix="arrowdedup-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        ipc, parquet = tmp / "segments.arrow", tmp / "segments.parquet"
         feather.write_feather(tbl, ipc, compression="uncompressed")
-        pipe = {}
-        configs = {"": resolve_config(UNGUARDED), "_guarded": resolve_config(None)}
-        for label, path in (("parquet", parquet), ("ipc", ipc)):
-            for suffix, cfg in configs.items():
-                name = label + suffix
-                if not quick:
-                    ingest_tables_to_store([path], Path(tmp) / f"warm-{name}", cfg)
-                runs = []
-                for i in range(1 if quick else 3):
-                    secs, (res, _) = timed(lambda p=path, i=i, n=name, c=cfg:
-                                           ingest_tables_to_store(
-                                               [p], Path(tmp) / f"store-{n}-{i}", c))
-                    runs.append((secs, dict(res.timings)))
-                best = min(runs, key=lambda r: r[0])
-                pipe[name] = {"seconds": best[0], "stages": best[1]}
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        cmd = [sys.executable, "-m", "arrowdedup", "ingest", str(parquet), "--out",
-               str(Path(tmp) / "store-cli"), "--quiet"]
-        cli_runs = []
-        # The CLI's start-up (imports, JIT cache) costs seconds: only in full runs.
-        for _ in range(0 if quick else 2):
-            secs, proc = timed(lambda: subprocess.run(cmd, capture_output=True, text=True,
-                                                      env=env, check=False))
-            if proc.returncode != 0:
-                raise RuntimeError(f"arrowdedup ingest failed: {proc.stderr.strip()}")
-            cli_runs.append(secs)
-        cli_s = min(cli_runs) if cli_runs else None
-        parquet_mb = parquet.stat().st_size / 1e6
+        # Row groups of 64k rows let every reader use its threads.
+        pq.write_table(tbl, parquet, row_group_size=64 * 1024)
+        sizes = {"ipc_mb": ipc.stat().st_size / 1e6, "parquet_mb": parquet.stat().st_size / 1e6}
+        del corpus, tbl
+        plan = {
+            "floor_ipc": ("floor_ipc", {"ipc": str(ipc)}),
+            "store_ipc": ("store", {"input": str(ipc), "fact_guard": False}),
+            "store_ipc_1_thread": ("store", {"input": str(ipc), "fact_guard": False,
+                                             "threads": 1}),
+            "store_ipc_guarded": ("store", {"input": str(ipc), "fact_guard": True}),
+            "floor_parquet": ("floor_parquet", {"parquet": str(parquet)}),
+            "store_parquet": ("store", {"input": str(parquet), "fact_guard": False}),
+        }
+        sides = interleaved(plan, tmp)
+        if "FactGuard=true" not in sides["store_ipc_guarded"]["median_run"].get("config", ""):
+            del sides["store_ipc_guarded"]  # no such key at this commit: the same run twice
+    return report(params, mem, sides, sizes, quick)
 
-    n = tbl.num_rows
-    ingest_s = ours["best"]
-    speedup = base_s / ingest_s
+
+def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
+           sizes: dict[str, float], quick: bool) -> dict[str, Any]:
+    med = {k: v["seconds"]["median"] for k, v in sides.items()}
+    ipc_ratio = med["store_ipc"] / med["floor_ipc"]
+    pq_ratio = med["store_parquet"] / med["floor_parquet"]
+    peak_gb = max(sides[k]["peak_rss_mb"] for k in ("store_ipc", "store_parquet")) / 1024
+    run_ipc = sides["store_ipc"]["median_run"]
+    stages = run_ipc["timings"]
+    bm25_share = stages["index"] / stages["total"] if stages["total"] else None
+    store_ratio = run_ipc["store_bytes"] / run_ipc["data_bytes"]
+    speedup = mem["gram"]["median"] / mem["ingest"]["median"]
     figures = {
-        "segments": n,
-        "kept": int(our_kept.size),
-        "dedup_ratio": result.dedup_ratio,
-        "kernel_s": kernel_s,
-        "ingest_s": ingest_s,
-        "ingest_median_s": ours["median"],
-        "ingest_stages_s": stages,
-        "fact_guard_for_baseline_comparison": False,
-        "guarded_kernel_s": guarded["kernel"],
-        "guarded_ingest_s": guarded["best"],
-        "guarded_ingest_stages_s": guarded["stages"],
-        "guarded_pipeline_parquet_to_store_s": pipe["parquet_guarded"]["seconds"],
-        "guarded_pipeline_ipc_to_store_s": pipe["ipc_guarded"]["seconds"],
-        "baseline_groupby_numpy_s": base_s,
-        "speedup_ingest_vs_baseline": speedup,
-        "speedup_kernel_vs_baseline": base_s / kernel_s,
-        "keep_sets_identical_to_baseline": identical,
-        "pipeline_parquet_to_store_s": pipe["parquet"]["seconds"],
-        "pipeline_parquet_stages_s": pipe["parquet"]["stages"],
-        "pipeline_ipc_to_store_s": pipe["ipc"]["seconds"],
-        "pipeline_ipc_stages_s": pipe["ipc"]["stages"],
-        "cli_parquet_to_store_s": cli_s,
-        "parquet_mb": parquet_mb,
-        "corpus_generation_s": gen_s,
-        "targets": TARGETS,
+        "segments": params["docs"] * params["segments"], "kept": mem["kept"],
+        "dedup_ratio": mem["dedup_ratio"],
+        "keep_sets_identical_to_baseline": mem["identical_gram"] and mem["identical_naive"],
+        "in_memory": mem, "sides": sides, "input_sizes_mb": sizes,
+        "ipc_over_floor": ipc_ratio, "parquet_over_floor": pq_ratio, "peak_rss_gb": peak_gb,
+        "bm25_share_of_file_to_store": bm25_share, "store_over_data": store_ratio,
+        "ingest_vs_competent_baseline": speedup,
+        "ingest_vs_naive_baseline": mem["naive"]["median"] / mem["ingest"]["median"],
+        "config": run_ipc["config"], "targets": TARGETS,
+        # The fact-aware dedup issue: the guarded job beside the guard-less one, same run.
+        "guarded_ingest_s": med.get("store_ipc_guarded"),
+        "guarded_over_unguarded": (med["store_ipc_guarded"] / med["store_ipc"]
+                                   if "store_ipc_guarded" in med else None),
         "meets_targets": {
-            "kernel_s": kernel_s <= TARGETS["kernel_s"],
-            "ingest_s": ingest_s <= TARGETS["ingest_s"],
-            "speedup_vs_baseline": speedup >= TARGETS["speedup_vs_baseline"],
+            "ipc_over_floor": ipc_ratio <= TARGETS["ipc_over_floor"],
+            "parquet_over_floor": pq_ratio <= TARGETS["parquet_over_floor"],
+            "peak_rss_gb": peak_gb <= TARGETS["peak_rss_gb"],
+            "ingest_vs_competent_baseline": speedup >= TARGETS["ingest_vs_competent_baseline"],
+            "bm25_share_of_file_to_store": bm25_share is not None
+            and bm25_share <= TARGETS["bm25_share_of_file_to_store"],
+            "store_over_data": store_ratio <= TARGETS["store_over_data"],
         },
     }
-    rows = [
-        ["greedy kernel (timings['kernel'])", kernel_s, base_s / kernel_s,
-         "≤ 0.3 s" if not quick else "–"],
-        ["ingest() from an in-memory Arrow table", ingest_s, speedup,
-         "≤ 2 s, ≥ 10×" if not quick else "–"],
-        ["pipeline: Parquet file → written store", pipe["parquet"]["seconds"],
-         base_s / pipe["parquet"]["seconds"], "–"],
-        ["pipeline: Arrow IPC file → written store", pipe["ipc"]["seconds"],
-         base_s / pipe["ipc"]["seconds"], "–"],
-        ["ingest() with the fact guard (default; signatures computed from the text)",
-         guarded["best"], base_s / guarded["best"], "–"],
-        ["pipeline: Parquet file → written store, with the fact guard",
-         pipe["parquet_guarded"]["seconds"], base_s / pipe["parquet_guarded"]["seconds"], "–"],
-        ["pipeline: Arrow IPC file → written store, with the fact guard",
-         pipe["ipc_guarded"]["seconds"], base_s / pipe["ipc_guarded"]["seconds"], "–"],
-        ["`arrowdedup ingest x.parquet --out S` (subprocess, start-up included, default "
-         "guard on)", cli_s,
-         base_s / cli_s if cli_s else None, "–"],
-        ["baseline: Polars group_by + NumPy greedy", base_s, 1.0, "–"],
+
+    def row(label: str, key: str, threads: str, floor: str | None, target: str) -> list[Any]:
+        s = sides[key]["seconds"]
+        ratio = s["median"] / med[floor] if floor else None
+        return [label, threads, s["median"], s["min"], s["max"], ratio,
+                sides[key]["peak_rss_mb"], target]
+
+    t = TARGETS
+    file_rows = [
+        row("I/O floor: read IPC, write kept half, fsync", "floor_ipc", "default", None, "–"),
+        row("`ingest_to_store` IPC → store", "store_ipc", "default", "floor_ipc",
+            verdict(ipc_ratio, t["ipc_over_floor"]) + " × floor"),
+        row("`ingest_to_store` IPC → store", "store_ipc_1_thread", "1", "floor_ipc", "–"),
+    ]
+    if "store_ipc_guarded" in sides:
+        file_rows.append(row("`ingest_to_store` IPC → store, FactGuard on", "store_ipc_guarded",
+                             "default", "floor_ipc", "–"))
+    file_rows += [
+        row(f"I/O floor: read Parquet ({sides['floor_parquet']['median_run']['reader']} was "
+            "faster), write kept half, fsync", "floor_parquet", "default", None, "–"),
+        row("`ingest_to_store` Parquet → store", "store_parquet", "default", "floor_parquet",
+            verdict(pq_ratio, t["parquet_over_floor"]) + " × floor"),
+    ]
+    m = mem
+    mem_rows = [
+        ["`ingest()` in memory", "default", m["ingest"]["median"], m["ingest"]["min"],
+         m["ingest"]["max"], 1.0, verdict(speedup, t["ingest_vs_competent_baseline"], ">=")
+         + " × the competent baseline"],
+        ["`ingest()` in memory", "1", m["ingest_1_thread"]["median"],
+         m["ingest_1_thread"]["min"], m["ingest_1_thread"]["max"],
+         m["ingest_1_thread"]["median"] / m["ingest"]["median"], "–"],
+        ["competent baseline: Polars group_by + one E·Eᵀ per document + greedy", "default",
+         m["gram"]["median"], m["gram"]["min"], m["gram"]["max"],
+         m["gram"]["median"] / m["ingest"]["median"], "–"],
+        ["competent baseline", "1 (BLAS)", m["gram_1_thread"]["median"],
+         m["gram_1_thread"]["min"], m["gram_1_thread"]["max"],
+         m["gram_1_thread"]["median"] / m["ingest"]["median"], "–"],
+        ["naive baseline (re-copies the selected rows per candidate)", "default",
+         m["naive"]["median"], m["naive"]["min"], m["naive"]["max"],
+         m["naive"]["median"] / m["ingest"]["median"], "–"],
+    ]
+    target_rows = [
+        ["IPC → store / I/O floor", verdict(ipc_ratio, t["ipc_over_floor"])],
+        ["Parquet → store / I/O floor", verdict(pq_ratio, t["parquet_over_floor"])],
+        ["peak RSS of a file → store process (GB)", verdict(peak_gb, t["peak_rss_gb"])],
+        ["`ingest()` / competent baseline (×)",
+         verdict(speedup, t["ingest_vs_competent_baseline"], ">=")],
+        ["BM25 build (stage `index`) / file → store",
+         verdict(bm25_share, t["bm25_share_of_file_to_store"])],
+        ["store bytes / (kept embeddings + text columns)",
+         verdict(store_ratio, t["store_over_data"])],
     ]
     stage_rows = [[k, v] for k, v in stages.items()]
     notes = [
-        f"{n:,} segments, {result.dedup_ratio:.1%} removed; keep-set identical to the baseline: "
-        f"{fmt(identical)} (asserted). Best of {repeats} runs after a warm-up (JIT cache loaded); "
-        "the baseline runs once.",
-        "The baseline has no fact guard: the kernel, ingest() and pipeline rows without "
-        "'fact guard' run with `Ingestion.FactGuard: false` (same keep-set, asserted); the "
-        "guarded rows are timed the same way.",
-        f"Parquet input {parquet_mb:.0f} MB (embeddings as a fixed-size list column, which "
-        "Parquet stores as a list: decoding it dominates the Parquet path).",
+        f"{figures['segments']:,} segments, {mem['dedup_ratio']:.1%} removed; keep-set of "
+        "`ingest()` identical to both baselines (asserted).",
+        f"File → store sides: each of the {REPEATS} runs is a fresh process timed from the "
+        "call (imports excluded; no warm-up for any side, so Numba's cache load counts); peak "
+        "RSS is the process's. Config: " + run_ipc["config"] + ".",
+        f"In-memory sides: one untimed warm-up each, then {REPEATS} timed rounds in one "
+        "process. Every table's sides run interleaved (one run of each side per round), so a "
+        "burst of load on the shared machine hits all sides alike.",
+        f"Inputs: Arrow IPC {sizes['ipc_mb']:.0f} MB (uncompressed), Parquet "
+        f"{sizes['parquet_mb']:.0f} MB (row groups of 65,536).",
+        "The machines are shared: the load average at the start is in the JSON; compare "
+        "ratios measured in the same run, not seconds across runs.",
     ]
+    if quick:
+        notes.append("Quick run: tiny corpus, the ratios say nothing about the targets.")
     return {
         "parameters": params,
         "figures": figures,
         "tables": [
-            table("Times (seconds) and speed-up over the baseline",
-                  ["what", "seconds", "× vs baseline", "target"], rows),
-            table("ingest() stages (best of runs, seconds)", ["stage", "seconds"], stage_rows),
+            table("File → store against the I/O floor (seconds; median, min, max of "
+                  f"{REPEATS} fresh processes)",
+                  ["what", "threads", "median s", "min s", "max s", "× floor", "peak RSS MB",
+                   "target"], file_rows),
+            table(f"ingest() in memory against the baselines (seconds; median, min, max of "
+                  f"{REPEATS} after a warm-up)",
+                  ["what", "threads", "median s", "min s", "max s", "× ingest()", "target"],
+                  mem_rows),
+            table("Targets (issue 13)", ["target", "result"], target_rows),
+            table("Stages of the median IPC → store run (seconds; buckets overlap, so the sum "
+                  "exceeds the total)", ["stage", "seconds"], stage_rows),
         ],
         "notes": notes,
     }
@@ -176,14 +456,33 @@ def run(quick: bool) -> dict[str, Any]:
 
 def headline(result: dict[str, Any]) -> list[str]:
     f = result["figures"]
+    if "sides" not in f:
+        return []
+    s = f["sides"]
+    m = f["in_memory"]
     return [
-        f"Ingestion, {f['segments']:,} segments (20k docs × 50, 384-d): kernel "
-        f"{f['kernel_s']:.2f} s, whole `ingest()` {f['ingest_s']:.2f} s — "
-        f"{f['speedup_ingest_vs_baseline']:.0f}× a Polars group_by + NumPy greedy "
-        f"({f['baseline_groupby_numpy_s']:.1f} s, identical keep-set"
-        + (f"; FactGuard false like the baseline, guarded `ingest()` {f['guarded_ingest_s']:.2f} s"
-           if "guarded_ingest_s" in f else "")
-        + "); Parquet file → store "
-        f"{f['pipeline_parquet_to_store_s']:.2f} s, Arrow IPC → store "
-        f"{f['pipeline_ipc_to_store_s']:.2f} s."
+        f"1M segments, file → store: Arrow IPC {s['store_ipc']['seconds']['median']:.1f} s = "
+        f"{f['ipc_over_floor']:.1f}× the I/O floor of the same run "
+        f"({s['floor_ipc']['seconds']['median']:.1f} s; target ≤ 2.5×: "
+        f"{'met' if f['meets_targets']['ipc_over_floor'] else 'MISSED'}), Parquet "
+        f"{s['store_parquet']['seconds']['median']:.1f} s = {f['parquet_over_floor']:.1f}× "
+        f"({'met' if f['meets_targets']['parquet_over_floor'] else 'MISSED'}); peak RSS "
+        f"{f['peak_rss_gb']:.2f} GB.",
+        f"`ingest()` in memory {m['ingest']['median']:.2f} s: "
+        f"{f['ingest_vs_competent_baseline']:.1f}× a competent Polars + per-document Gram "
+        f"baseline (target ≥ 10×: "
+        f"{'met' if f['meets_targets']['ingest_vs_competent_baseline'] else 'MISSED'}), "
+        f"{f['ingest_vs_naive_baseline']:.1f}× the naive one; identical keep-sets.",
     ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="one side of the ingest_scale benchmark")
+    parser.add_argument("--side", required=True)
+    parser.add_argument("--spec", required=True)
+    args = parser.parse_args()
+    print(json.dumps(worker(args.side, json.loads(args.spec))))
+
+
+if __name__ == "__main__":
+    main()

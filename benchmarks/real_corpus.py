@@ -2,7 +2,7 @@
 
 ``../shared/data/corpus/opentelemetry.io/content`` (CC-BY-4.0, © OpenTelemetry Authors; 1,812
 Markdown documents in 11 languages): extract → embed → salience → dedup → store through
-``arrowdedup.documents.ingest_documents``, with Model2Vec on every document and MiniLM on a
+``arrowdedup.job.ingest_to_store``, with Model2Vec on every document and MiniLM on a
 seeded sample of English documents (MiniLM embeds ~100 segments/s on 2 cores). Reports the
 per-stage times, the dedup ratio per language, document type and segment type, and the merges
 that cross a language or a document (must be 0). Skipped, with a note, when the corpus is absent.
@@ -25,7 +25,7 @@ M2V = SHARED_DATA / "models" / "m2v-minilm-l6-256"
 LANGUAGE_PATTERN = "content/{lang}/**"
 MINILM_DOCS = 60
 QUICK_DOCS = 12
-STAGES = ("extract", "embedder_load", "embed", "salience", "dedup", "write")
+STAGES = ("extract", "embed", "salience", "kernel", "index", "write", "commit")
 
 
 def pick_files(n: int | None, language: str | None, seed: int) -> list[Path]:
@@ -38,14 +38,17 @@ def pick_files(n: int | None, language: str | None, seed: int) -> list[Path]:
 
 
 def one_run(files: list[Path], embedder: Any) -> dict[str, Any]:
-    from arrowdedup.documents import ingest_documents
     from arrowdedup.extract import extract
+    from arrowdedup.job import ingest_to_store
 
     with tempfile.TemporaryDirectory(prefix="arrowdedup-real-") as tmp:
-        total_s, (result, _) = timed(lambda: ingest_documents(
+        total_s, job = timed(lambda: ingest_to_store(
             files, Path(tmp) / "store", embedder=embedder, root=CONTENT,
             language_from_path=LANGUAGE_PATTERN, quiet=True))
-    stages = {k: result.timings.get(f"stage_{k}") for k in STAGES}
+        decisions = job.decisions.collect()
+        documents = job.documents.collect()
+        counts = (job.original_count, job.final_count, job.dedup_ratio)
+    stages = {k: job.timings.get(k) for k in STAGES}
     # The extractor is deterministic: re-extract to know each removed segment's language and
     # type independently of the dedup output.
     frame = extract(files, root=CONTENT, language_from_path=LANGUAGE_PATTERN)
@@ -56,7 +59,7 @@ def one_run(files: list[Path], embedder: Any) -> dict[str, Any]:
         (pl.col("doc_type") if "doc_type" in frame.columns else pl.lit(None, pl.String))
         .alias("doc_type"),
     ).with_columns(pl.col(pl.Categorical).cast(pl.String))
-    dec = result.decisions.with_columns(pl.col("action").cast(pl.String)).drop("doc_id").join(
+    dec = decisions.with_columns(pl.col("action").cast(pl.String)).drop("doc_id").join(
         meta, on="segment_id", how="left")
     reps = meta.select(pl.col("segment_id").alias("representative_id"),
                        pl.col("doc_id").alias("rep_doc"), pl.col("language").alias("rep_lang"),
@@ -80,10 +83,10 @@ def one_run(files: list[Path], embedder: Any) -> dict[str, Any]:
 
     return {
         "files": len(files),
-        "documents": result.documents.height,
-        "segments": result.original_count,
-        "kept": result.final_count,
-        "dedup_ratio": result.dedup_ratio,
+        "documents": documents.height,
+        "segments": counts[0],
+        "kept": counts[1],
+        "dedup_ratio": counts[2],
         "total_s": total_s,
         "stages_s": stages,
         "embedder": getattr(embedder, "name", str(embedder)),

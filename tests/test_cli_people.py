@@ -192,7 +192,7 @@ def test_json_everywhere_is_one_document_on_stdout(built: tuple[Path, Path, str]
     code, out, err = run(calls["ingest"])
     payload = json.loads(out)
     assert payload["counts"]["documents"] == 34 and payload["version"]  # 32 + 2 versions
-    assert payload["timings"]["stage_embed"] >= 0
+    assert payload["timings"]["embed"] >= 0
     assert "Deduplication:" in err and "Deduplication:" not in out
 
 

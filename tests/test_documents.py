@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from arrowdedup.cli import app
-from arrowdedup.documents import ingest_documents, is_documents_input
 from arrowdedup.embed import get_embedder
 from arrowdedup.errors import InputError, StoreError
+from arrowdedup.job import STAGES, ingest_to_store, is_documents_input
 from arrowdedup.store import open_store
 from tests.conftest import M2V_MODEL, need
 
@@ -56,20 +56,23 @@ def write_docs(root: Path) -> Path:
 
 def test_documents_to_store(tmp_path, m2v) -> None:
     docs = write_docs(tmp_path / "docs")
-    result, version = ingest_documents(docs, tmp_path / "store", embedder=m2v, quiet=True)
+    result = ingest_to_store(docs, tmp_path / "store", embedder=m2v, quiet=True)
     store = open_store(tmp_path / "store")
-    assert store.version == version
+    assert store.version == result.path and store.run_id == result.version_id
     m = store.manifest
     assert m["embedding"] == {"model": "model2vec:m2v-minilm-l6-256", "dim": 256}
-    assert set(m["stages"]) >= {"extract", "embed", "salience", "dedup", "write"}
-    assert all(v >= 0 for v in m["stages"].values())
+    # One set of stage timings, the same keys as for a segments table.
+    assert set(m["timings"]) >= {"extract", "embed", "salience", "kernel", "index", "write"}
+    assert set(result.timings) >= set(STAGES)
+    assert result.timings["extract"] > 0 and result.timings["embed"] > 0
+    assert all(v >= 0 for v in m["timings"].values())
     assert m["skipped_files"] == []
     assert m["extract"]["files"] == 3
     assert m["embedding_cache"]["embedded"] == m["embedding_cache"]["unique"]
-    actions = dict(result.decisions.get_column("action").cast(pl.String).value_counts()
-                   .iter_rows())
+    decisions = result.decisions.collect()
+    actions = dict(decisions.get_column("action").cast(pl.String).value_counts().iter_rows())
     assert actions["dropped_exact"] == 1  # the repeated "Questions?" footer
-    assert result.decisions.height == result.final_count + sum(
+    assert decisions.height == result.final_count + sum(
         v for k, v in actions.items() if k != "kept")
     kept = store.segments().collect()
     assert kept.schema["embedding"] == pl.Array(pl.Float32, 256)
@@ -83,10 +86,10 @@ def test_documents_to_store(tmp_path, m2v) -> None:
 def test_reingest_embeds_only_new_texts(tmp_path, m2v) -> None:
     docs = write_docs(tmp_path / "docs")
     out = tmp_path / "store"
-    ingest_documents(docs, out, embedder=m2v, quiet=True)
+    ingest_to_store(docs, out, embedder=m2v, quiet=True)
     first = open_store(out).manifest["embedding_cache"]
     (docs / "hooks.md").write_text(PAGE + "\nA brand new paragraph about signatures.\n")
-    ingest_documents(docs, out, embedder=m2v, quiet=True)
+    ingest_to_store(docs, out, embedder=m2v, quiet=True)
     second = open_store(out).manifest["embedding_cache"]
     assert second["embedded"] == 1
     assert second["cached"] == first["unique"]
@@ -94,8 +97,8 @@ def test_reingest_embeds_only_new_texts(tmp_path, m2v) -> None:
 
 def test_identical_runs_write_identical_files(tmp_path, m2v) -> None:
     docs = write_docs(tmp_path / "docs")
-    ingest_documents(docs, tmp_path / "a", embedder=m2v, quiet=True, threads=1)
-    ingest_documents(docs, tmp_path / "b", embedder=m2v, quiet=True, threads=2)
+    ingest_to_store(docs, tmp_path / "a", embedder=m2v, quiet=True, threads=1)
+    ingest_to_store(docs, tmp_path / "b", embedder=m2v, quiet=True, threads=2)
     a = open_store(tmp_path / "a").manifest["files"]
     b = open_store(tmp_path / "b").manifest["files"]
     assert a == b
@@ -119,12 +122,12 @@ class OtherModel:
 def test_other_embedding_model_is_refused_before_embedding(tmp_path, m2v) -> None:
     docs = write_docs(tmp_path / "docs")
     out = tmp_path / "store"
-    ingest_documents(docs, out, embedder=m2v, quiet=True)
+    ingest_to_store(docs, out, embedder=m2v, quiet=True)
     before = open_store(out).version
     other = OtherModel()
     with pytest.raises(StoreError, match=r"embedding model 'model2vec:m2v-minilm-l6-256'.*"
                                          r"'other-model'.*SPEC §9"):
-        ingest_documents(docs, out, embedder=other, quiet=True)
+        ingest_to_store(docs, out, embedder=other, quiet=True)
     assert other.calls == 0
     assert open_store(out).version == before
 
@@ -133,8 +136,8 @@ def test_bad_files_stop_the_run_unless_skipped(tmp_path, m2v) -> None:
     docs = write_docs(tmp_path / "docs")
     (docs / "broken.md").write_bytes(b"\xff\xfe\x00bad \xc3\x28 bytes")
     with pytest.raises(InputError, match=r"broken\.md"):
-        ingest_documents(docs, tmp_path / "s1", embedder=m2v, quiet=True)
-    ingest_documents(docs, tmp_path / "s2", embedder=m2v, quiet=True, skip_bad_files=True)
+        ingest_to_store(docs, tmp_path / "s1", embedder=m2v, quiet=True)
+    ingest_to_store(docs, tmp_path / "s2", embedder=m2v, quiet=True, skip_bad_files=True)
     skipped = open_store(tmp_path / "s2").manifest["skipped_files"]
     assert [s["path"] for s in skipped] == ["broken.md"]
     assert skipped[0]["reason"]
@@ -147,8 +150,8 @@ def test_user_salience_wins(tmp_path, m2v) -> None:
     path = tmp_path / "in" / "seg.jsonl"
     path.parent.mkdir()
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    result, _ = ingest_documents(path, tmp_path / "store", embedder=m2v, quiet=True)
-    got = dict(result.kept.select("segment_id", "salience_original").iter_rows())
+    result = ingest_to_store(path, tmp_path / "store", embedder=m2v, quiet=True)
+    got = dict(result.kept.select("segment_id", "salience_original").collect().iter_rows())
     assert got == pytest.approx({"d#0": 0.42, "d#1": 0.7})
 
 
@@ -169,7 +172,7 @@ def test_cli_ingest_documents_and_refuse_other_model(tmp_path) -> None:
                               "--key-columns", "code", "--quiet"])
     assert res.exit_code == 0, res.output
     assert "Deduplication: " in res.output
-    assert open_store(out).manifest["stages"]["embed"] >= 0
+    assert open_store(out).manifest["timings"]["embed"] >= 0
     other = tmp_path / "m2v-copy"
     shutil.copytree(model, other)
     res = runner.invoke(app, ["ingest", str(docs), "--out", str(out), "--embedder",

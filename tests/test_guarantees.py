@@ -270,7 +270,7 @@ def check_content_immutable(frame: pl.DataFrame, result: IngestionResult) -> Non
 
 def _store_digest(root: Path) -> dict[str, str]:
     manifest = open_store(root).manifest
-    files = {k: v["sha256"] for k, v in manifest["files"].items()}
+    files = {k: v[manifest["checksum"]] for k, v in manifest["files"].items()}
     version = open_store(root).version
     # Files the manifest does not list (indexes written by hooks) must be identical too.
     for path in sorted(version.rglob("*")):
@@ -339,9 +339,9 @@ def test_store_identical_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "in.parquet"
     table.write_parquet(path)
     here, there = tmp_path / "here", tmp_path / "there"
-    from arrowdedup.pipeline import ingest_tables_to_store
+    from arrowdedup.job import ingest_to_store
 
-    ingest_tables_to_store([path], here, threads=1)
+    ingest_to_store([path], here, threads=1)
     proc = subprocess.run(
         [sys.executable, "-m", "arrowdedup", "ingest", str(path), "--out", str(there), "-q",
          "--threads", "2"],

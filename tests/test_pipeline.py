@@ -12,12 +12,13 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
+import xxhash
 from conftest import segments_frame, word
 from typer.testing import CliRunner
 
 from arrowdedup import SchemaError, ingest, open_store, write_store
 from arrowdedup.errors import MissingDependencyError
-from arrowdedup.pipeline import ingest_tables_to_store
+from arrowdedup.job import ingest_to_store
 
 
 def corpus(docs: int = 30, per_doc: int = 40, dim: int = 16, seed: int = 0) -> pl.DataFrame:
@@ -65,7 +66,7 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
 def test_same_decisions_as_whole_ingest_for_any_bucket_count(inputs, tmp_path):
     whole = ingest(corpus()).decisions.sort("segment_id")
     for buckets in (1, 3, 16):
-        result, _ = ingest_tables_to_store([inputs["ipc"]], tmp_path / f"s{buckets}",
+        result = ingest_to_store([inputs["ipc"]], tmp_path / f"s{buckets}",
                                            buckets=buckets)
         got = decisions(tmp_path / f"s{buckets}")
         assert got.select("segment_id", "action", "representative_id").equals(
@@ -77,11 +78,11 @@ def test_same_decisions_as_whole_ingest_for_any_bucket_count(inputs, tmp_path):
 
 
 def test_parquet_streaming_equals_ipc_and_write_store(inputs, tmp_path):
-    ingest_tables_to_store([inputs["ipc"]], tmp_path / "ipc", buckets=4)
-    ingest_tables_to_store([inputs["parquet"]], tmp_path / "pq", buckets=4)
+    ingest_to_store([inputs["ipc"]], tmp_path / "ipc", buckets=4)
+    ingest_to_store([inputs["parquet"]], tmp_path / "pq", buckets=4)
     # memory_budget=0: the partitioning pass to disk (what a corpus larger than memory takes).
-    ingest_tables_to_store([inputs["parquet"]], tmp_path / "pq0", buckets=4, memory_budget=0)
-    ingest_tables_to_store([inputs["part1"], inputs["part2"]], tmp_path / "parts", buckets=4,
+    ingest_to_store([inputs["parquet"]], tmp_path / "pq0", buckets=4, memory_budget=0)
+    ingest_to_store([inputs["part1"], inputs["part2"]], tmp_path / "parts", buckets=4,
                            memory_budget=0)
     write_store(ingest(corpus()), tmp_path / "whole", buckets=4)
     ref = data_files(tmp_path / "ipc")
@@ -96,14 +97,14 @@ def test_parquet_streaming_equals_ipc_and_write_store(inputs, tmp_path):
 
 
 def test_byte_identical_across_runs_and_threads(inputs, tmp_path):
-    ingest_tables_to_store([inputs["parquet"]], tmp_path / "a", buckets=5, threads=1,
+    ingest_to_store([inputs["parquet"]], tmp_path / "a", buckets=5, threads=1,
                            memory_budget=0)
-    ingest_tables_to_store([inputs["parquet"]], tmp_path / "b", buckets=5, threads=2)
+    ingest_to_store([inputs["parquet"]], tmp_path / "b", buckets=5, threads=2)
     assert data_files(tmp_path / "a") == data_files(tmp_path / "b")
 
 
 def test_vectors_align_with_segments_and_checksums(inputs, tmp_path):
-    ingest_tables_to_store([inputs["parquet"]], tmp_path / "s", buckets=3)
+    ingest_to_store([inputs["parquet"]], tmp_path / "s", buckets=3)
     store = open_store(tmp_path / "s")
     segs = store.segments().collect()
     vectors = store.vectors()
@@ -113,7 +114,8 @@ def test_vectors_align_with_segments_and_checksums(inputs, tmp_path):
                                atol=1e-6)
     for rel, entry in store.manifest["files"].items():
         data = (store.version / rel).read_bytes()
-        assert hashlib.sha256(data).hexdigest() == entry["sha256"], rel
+        assert store.manifest["checksum"] == "xxh3_128"
+        assert xxhash.xxh3_128_hexdigest(data) == entry["xxh3_128"], rel
     from arrowdedup import verify_store
 
     assert verify_store(tmp_path / "s").ok
@@ -127,14 +129,14 @@ def test_duplicate_segment_id_across_buckets_is_refused(tmp_path):
     path = tmp_path / "dup.parquet"
     frame.write_parquet(path)
     with pytest.raises(SchemaError, match="segment_id"):
-        ingest_tables_to_store([path], tmp_path / "s", buckets=8)
+        ingest_to_store([path], tmp_path / "s", buckets=8)
     assert not (tmp_path / "s" / "current").exists()
 
 
 def test_empty_input_writes_an_empty_store(tmp_path):
     path = tmp_path / "empty.parquet"
     corpus(docs=1).head(0).write_parquet(path)
-    result, _ = ingest_tables_to_store([path], tmp_path / "s", buckets=4)
+    result = ingest_to_store([path], tmp_path / "s", buckets=4)
     assert result.original_count == 0
     assert open_store(tmp_path / "s").segments().collect().height == 0
 
@@ -142,7 +144,7 @@ def test_empty_input_writes_an_empty_store(tmp_path):
 def test_ray_missing_is_a_clear_error(inputs, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(MissingDependencyError, match=r"arrowdedup\[ray\]"):
-        ingest_tables_to_store([inputs["ipc"]], tmp_path / "s", engine="ray")
+        ingest_to_store([inputs["ipc"]], tmp_path / "s", engine="ray")
 
 
 def test_cli_mode_and_engine_options(inputs, tmp_path):
@@ -160,10 +162,10 @@ def test_cli_mode_and_engine_options(inputs, tmp_path):
 
 def test_ray_engine_is_byte_identical_to_local(inputs, tmp_path):
     ray = pytest.importorskip("ray")
-    ingest_tables_to_store([inputs["parquet"]], tmp_path / "local", buckets=6)
+    ingest_to_store([inputs["parquet"]], tmp_path / "local", buckets=6)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        ingest_tables_to_store([inputs["parquet"]], tmp_path / "ray", buckets=6, engine="ray")
+        ingest_to_store([inputs["parquet"]], tmp_path / "ray", buckets=6, engine="ray")
     finally:
         ray.shutdown()
     assert data_files(tmp_path / "local") == data_files(tmp_path / "ray")

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from arrowdedup import StoreError, ingest, open_store, verify_store, write_store
 from arrowdedup.cli import app
-from arrowdedup.pipeline import ingest_tables_to_store
+from arrowdedup.job import ingest_to_store
 from arrowdedup.store import LOCK, PAUSE_ENV
 
 runner = CliRunner()
@@ -62,7 +62,7 @@ def _snapshot(root: Path) -> tuple[str, dict[str, str]]:
     report = verify_store(root)
     assert report.ok, [str(p) for p in report.problems]
     store = open_store(root)
-    files = {k: v["sha256"] for k, v in store.manifest["files"].items()}
+    files = {k: v[store.manifest["checksum"]] for k, v in store.manifest["files"].items()}
     return str(store.manifest["run_id"]), files
 
 
@@ -124,7 +124,7 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
     roots = {p: tmp_path / p for p in POINTS}
     before = {}
     for point, root in roots.items():
-        ingest_tables_to_store([old], root)
+        ingest_to_store([old], root)
         before[point] = _snapshot(root)
     fresh = tmp_path / "fresh"
     procs = {p: _cli(["ingest", str(new), "--out", str(r), "-q"], pause=p)
@@ -136,7 +136,7 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
             root = roots[point]
             assert (root / LOCK).read_text().strip() == str(proc.pid), "the lock names its holder"
             with pytest.raises(StoreError) as info:
-                ingest_tables_to_store([old], root)
+                ingest_to_store([old], root)
             assert f"being written by process {proc.pid}" in str(info.value)
             assert "lock file" in str(info.value)
             if point == "files-written":
@@ -157,14 +157,14 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
             _same_data_as(root, new)
             # Determinism across processes: the killed CLI run wrote the bytes this one does.
             reference = tmp_path / "reference"
-            ingest_tables_to_store([new], reference)
+            ingest_to_store([new], reference)
             assert _snapshot(reference)[1] == after[1]
         else:
             assert after == before[point], f"killed at {point}: the old version changed"
             _same_data_as(root, old)
         assert (root / LOCK).exists(), "SIGKILL cannot release the lock: it must be stale"
         # The next run recovers the dead writer's lock and cleans its temporary version.
-        ingest_tables_to_store([new], root)
+        ingest_to_store([new], root)
         assert not (root / LOCK).exists()
         assert not list((root / "versions").glob(".tmp-*"))
         _same_data_as(root, new)
@@ -174,7 +174,7 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
         open_store(fresh)
     with pytest.raises(StoreError):
         verify_store(fresh)
-    ingest_tables_to_store([old], fresh)
+    ingest_to_store([old], fresh)
     assert verify_store(fresh).ok
 
 
@@ -186,7 +186,7 @@ def test_timed_sigkills_never_leave_a_mix(inputs: tuple[Path, Path], big_input: 
     roots = [tmp_path / f"t{i}" for i in range(len(delays))]
     snapshots = []
     for root in roots:
-        ingest_tables_to_store([old], root)
+        ingest_to_store([old], root)
         snapshots.append(_snapshot(root))
     start = time.monotonic()
     procs = [_cli(["ingest", str(big_input), "--out", str(r), "-q"]) for r in roots]
@@ -204,7 +204,7 @@ def test_timed_sigkills_never_leave_a_mix(inputs: tuple[Path, Path], big_input: 
     for root, snap in zip(roots, snapshots, strict=True):
         after = _snapshot(root)  # whole, whichever version it is
         _same_data_as(root, old if after == snap else big_input)
-        ingest_tables_to_store([old], root)
+        ingest_to_store([old], root)
         assert verify_store(root).ok
 
 
@@ -217,9 +217,9 @@ def _dead_pid() -> int:
 @pytest.mark.parametrize("content", ["dead", "garbage\n", ""])
 def test_stale_lock_recovered(inputs: tuple[Path, Path], tmp_path: Path, content: str) -> None:
     root = tmp_path / "s"
-    ingest_tables_to_store([inputs[0]], root)
+    ingest_to_store([inputs[0]], root)
     (root / LOCK).write_text(f"{_dead_pid()}\n" if content == "dead" else content)
-    ingest_tables_to_store([inputs[0]], root)
+    ingest_to_store([inputs[0]], root)
     assert not (root / LOCK).exists()
     assert not list(root.glob(f"{LOCK}.stale.*"))
     assert verify_store(root).ok
@@ -265,7 +265,7 @@ def test_output_path_that_is_a_file(inputs: tuple[Path, Path], tmp_path: Path) -
     target = tmp_path / "a-file"
     target.write_text("precious")
     with pytest.raises(StoreError, match="is a file"):
-        ingest_tables_to_store([inputs[0]], target)
+        ingest_to_store([inputs[0]], target)
     cli = runner.invoke(app, ["ingest", str(inputs[0]), "--out", str(target)])
     assert cli.exit_code == 1 and "is a file" in cli.output and "Traceback" not in cli.output
     assert target.read_text() == "precious"
@@ -273,7 +273,7 @@ def test_output_path_that_is_a_file(inputs: tuple[Path, Path], tmp_path: Path) -
     other.mkdir()
     (other / "notes.txt").write_text("mine")
     with pytest.raises(StoreError, match="not an arrowdedup store"):
-        ingest_tables_to_store([inputs[0]], other)
+        ingest_to_store([inputs[0]], other)
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
 
 
@@ -289,7 +289,7 @@ def test_unwritable_location(inputs: tuple[Path, Path], tmp_path: Path,
 
     monkeypatch.setattr(os, "mkdir", refuse)
     with pytest.raises(StoreError, match=r"cannot create the store.*Permission denied.*writable"):
-        ingest_tables_to_store([inputs[0]], tmp_path / "locked" / "store")
+        ingest_to_store([inputs[0]], tmp_path / "locked" / "store")
     cli = runner.invoke(app, ["ingest", str(inputs[0]), "--out", str(tmp_path / "locked")])
     assert cli.exit_code == 1 and "Traceback" not in cli.output
 
@@ -300,7 +300,7 @@ def test_write_failure_keeps_the_old_version(inputs: tuple[Path, Path], tmp_path
                                              monkeypatch: pytest.MonkeyPatch, code: int,
                                              hint: str) -> None:
     root = tmp_path / "s"
-    ingest_tables_to_store([inputs[0]], root)
+    ingest_to_store([inputs[0]], root)
     before = _snapshot(root)
     calls = {"n": 0}
     real = pq.write_table
@@ -313,7 +313,7 @@ def test_write_failure_keeps_the_old_version(inputs: tuple[Path, Path], tmp_path
 
     monkeypatch.setattr(pq, "write_table", failing)
     with pytest.raises(StoreError) as info:
-        ingest_tables_to_store([inputs[1]], root)
+        ingest_to_store([inputs[1]], root)
     assert hint in str(info.value) and "previous version is intact" in str(info.value)
     monkeypatch.undo()
     assert _snapshot(root) == before
@@ -337,10 +337,10 @@ def _tiny_disk(path: Path, size: str) -> Iterator[Path]:
 def test_real_full_disk(inputs: tuple[Path, Path], big_input: Path, tmp_path: Path) -> None:
     with _tiny_disk(tmp_path / "disk", "400k") as disk:
         root = disk / "store"
-        ingest_tables_to_store([inputs[0]], root)
+        ingest_to_store([inputs[0]], root)
         before = _snapshot(root)
         with pytest.raises(StoreError) as info:
-            ingest_tables_to_store([big_input], root)  # far more than 400 kB
+            ingest_to_store([big_input], root)  # far more than 400 kB
         assert "free some disk space" in str(info.value)
         assert _snapshot(root) == before
         assert not list((root / "versions").glob(".tmp-*"))
@@ -365,7 +365,7 @@ def test_read_only_location(inputs: tuple[Path, Path], tmp_path: Path) -> None:
     """A real read-only file system (a tmpfs remounted ro): new store and existing store."""
     with _tiny_disk(tmp_path / "ro", "2m") as disk:
         root = disk / "store"
-        ingest_tables_to_store([inputs[0]], root)
+        ingest_to_store([inputs[0]], root)
         before = _snapshot(root)
         remount = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True,
                                  text=True)
@@ -373,7 +373,7 @@ def test_read_only_location(inputs: tuple[Path, Path], tmp_path: Path) -> None:
             pytest.skip(f"cannot remount read-only: {remount.stderr.strip()}")
         for target in (root, disk / "new-store"):
             with pytest.raises(StoreError) as info:
-                ingest_tables_to_store([inputs[1]], target)
+                ingest_to_store([inputs[1]], target)
             assert "Read-only file system" in str(info.value), str(info.value)
             cli = runner.invoke(app, ["ingest", str(inputs[1]), "--out", str(target), "-q"])
             assert cli.exit_code == 1 and "Traceback" not in cli.output

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import M2V_MODEL, need
 
-from arrowdedup import build_context, ingest_documents
+from arrowdedup import build_context, ingest_to_store
 
 PAGE = """---
 title: Collector configuration
@@ -53,7 +53,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     docs.mkdir()
     (docs / "configuration.md").write_text(PAGE, encoding="utf-8")
     (docs / "install.md").write_text(OTHER, encoding="utf-8")
-    ingest_documents(docs, tmp / "store", embedder=f"model2vec:{M2V_MODEL}", quiet=True)
+    ingest_to_store(docs, tmp / "store", embedder=f"model2vec:{M2V_MODEL}", quiet=True)
     return tmp / "store"
 
 

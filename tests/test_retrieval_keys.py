@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from arrowdedup import InputError, build_context, ingest, ingest_documents, search, write_store
+from arrowdedup import InputError, build_context, ingest, ingest_to_store, search, write_store
 from arrowdedup.cli import app
 from arrowdedup.metrics import connect
 from arrowdedup.retrieval.keys import indexed_text, token_pattern
@@ -29,9 +29,9 @@ def embedder():
 @pytest.fixture(scope="module")
 def linked_store(embedder, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("linked") / "store"
-    ingest_documents([DOCS / "invoice-A-1042.pdf", DOCS / "tallybird-purchases.xlsx",
-                      DOCS / "otel-distributions-running-headers.pdf"], root,
-                     embedder=embedder, quiet=True, root=DOCS)
+    ingest_to_store([DOCS / "invoice-A-1042.pdf", DOCS / "tallybird-purchases.xlsx",
+                     DOCS / "otel-distributions-running-headers.pdf"], root,
+                    embedder=embedder, quiet=True, root=DOCS)
     return root
 
 

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from arrowdedup.demo import SAMPLE, cross_language_merges, sample_inputs
-from arrowdedup.documents import extract_segments, ingest_documents
+from arrowdedup.job import extract_segments, ingest_to_store
 from arrowdedup.store import open_store
 
 NEAR_TRIPLES = {
@@ -39,7 +39,7 @@ EXACT_PER_DOC = {
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pl.DataFrame, pl.DataFrame]:
     out = tmp_path_factory.mktemp("sample") / "store"
-    ingest_documents(sample_inputs(), out, embedder="minilm", root=SAMPLE, quiet=True)
+    ingest_to_store(sample_inputs(), out, embedder="minilm", root=SAMPLE, quiet=True)
     segments = extract_segments(sample_inputs(), root=SAMPLE).segments
     decisions = open_store(out).decisions().collect().drop("text").join(
         segments.select("segment_id", "text", "language"), on="segment_id", how="left")

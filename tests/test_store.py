@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -39,7 +40,7 @@ def test_layout_and_read_back(tmp_path: Path) -> None:
     assert store.version == version.resolve()
     assert (tmp_path / "s" / "current").is_symlink()
     m = store.manifest
-    assert m["format_version"] == 1 and m["run_id"] and m["buckets"] == 4
+    assert m["format_version"] == 2 and m["run_id"] and m["buckets"] == 4
     assert m["embedding"]["dim"] == 8
     assert m["counts"]["segments_in"] == frame.height
     assert m["config"] == result.config.to_dict()
@@ -115,11 +116,19 @@ def test_second_writer_is_refused_and_stale_lock_recovered(tmp_path: Path) -> No
     root = tmp_path / "s"
     root.mkdir()
     (root / "versions").mkdir()
-    (root / ".lock").write_text(f"{os.getppid()}\n")  # a live process holds it
-    with pytest.raises(StoreError, match="being written by process"):
-        write_store(ingest(corpus(docs=1)), root)
-    (root / ".lock").write_text("999999999\n")  # no such process: stale
+    # A live holder: the lock is an flock on the file (another open file description of it
+    # conflicts even inside this process), and the file names the holder.
+    with open(root / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write(f"{os.getppid()}\n")
+        held.flush()
+        with pytest.raises(StoreError, match=f"being written by process {os.getppid()}"):
+            write_store(ingest(corpus(docs=1)), root)
+    # Released (as the OS does when a holder dies, however it dies): the file left behind
+    # is stale and the next writer takes it.
+    (root / ".lock").write_text("999999999\n")
     write_store(ingest(corpus(docs=1)), root)
+    assert not (root / ".lock").exists()
     assert open_store(root).manifest["counts"]["documents"] == 1
 
 

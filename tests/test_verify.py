@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import xxhash
 from conftest import segments_frame, unit
 from typer.testing import CliRunner
 
@@ -50,8 +50,8 @@ def _rewrite(root: Path, rel: str, table: pa.Table) -> None:
     pq.write_table(table, version / rel)
     mpath = version / "manifest.json"
     manifest = json.loads(mpath.read_text())
-    digest = hashlib.sha256((version / rel).read_bytes()).hexdigest()
-    manifest["files"][rel] = {"rows": table.num_rows, "sha256": digest}
+    digest = xxhash.xxh3_128_hexdigest((version / rel).read_bytes())
+    manifest["files"][rel] = {"rows": table.num_rows, "xxh3_128": digest}
     mpath.write_text(json.dumps(manifest))
 
 
@@ -83,10 +83,10 @@ def test_changed_bytes_fail_the_checksum(store: Path) -> None:
     path.write_bytes(bytes(data))
     report = verify_store(store)
     assert not report.ok
-    assert any(p.check == "files" and "sha256" in p.message for p in report.problems)
+    assert any(p.check == "files" and "xxh3_128" in p.message for p in report.problems)
     result = runner.invoke(app, ["verify", str(store)])
     assert result.exit_code == 1
-    assert "sha256" in result.output and "Traceback" not in result.output
+    assert "xxh3_128" in result.output and "Traceback" not in result.output
 
 
 def test_missing_and_foreign_files(store: Path) -> None:
@@ -110,7 +110,7 @@ def test_bm25_index_files_are_checksummed(store: Path) -> None:
     vocab.write_text(vocab.read_text().replace('"', "'", 1))
     (version / "bm25" / "stray.bin").write_bytes(b"x")
     messages = " ".join(str(p) for p in verify_store(store).problems)
-    assert "bm25/vocab.index.json" in messages and "sha256" in messages
+    assert "bm25/vocab.index.json" in messages and "xxh3_128" in messages
     assert "bm25/stray.bin" in messages and "not listed" in messages
 
 

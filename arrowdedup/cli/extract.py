@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -67,15 +65,11 @@ def extract(
             doc_version_from_path=doc_version_from_path,
         )
     out.parent.mkdir(parents=True, exist_ok=True)
+    from ..store.atomic import atomic_path
+
     # Temp file in the same folder, then an atomic rename: a reader never sees half a file.
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    try:
+    with atomic_path(out) as tmp:
         result.segments.write_parquet(tmp, compression="zstd", statistics=True)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     if not quiet or as_json:
         for line in result.left_out():
             note(line)

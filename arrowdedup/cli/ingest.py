@@ -60,7 +60,7 @@ def ingest(
         help="Dedup mode: 'exact' or 'lsh' (groups of Ingestion.LshMinSegments or more; "
              "default: the config's Ingestion.Mode).")] = None,
     engine: Annotated[str, typer.Option(
-        help="Tables only: 'local' (threads) or 'ray' (one Ray task per bucket; needs "
+        help="'local' (threads) or 'ray' (one Ray task per bucket; needs "
              "pip install 'arrowdedup[ray]').")] = "local",
     ray_address: Annotated[str | None, typer.Option(
         help="With --engine ray: address of an existing Ray cluster (e.g. 'auto' or "
@@ -70,25 +70,18 @@ def ingest(
              "(default: the config's Ingestion.FactGuard, on).")] = None,
 ) -> None:
     """Deduplicate segments inside each document and write a store atomically."""
-    from ..pipeline import ingest_tables_to_store
+    from ..job import ingest_to_store
 
     cfg = load_config(config)
     if mode is not None:
         cfg = _with_mode(cfg, mode)
     if fact_guard is not None:
         cfg = with_fact_guard(cfg, fact_guard)
-    from ..documents import ingest_documents, is_documents_input
+    from ..job import is_documents_input
 
     quiet_run = quiet or as_json
-    if any(is_documents_input(p) for p in inputs):
-        keys = [k.strip() for k in key_columns.split(",") if k.strip()] if key_columns else None
-        result, version = ingest_documents(
-            inputs, out, cfg, embedder=embedder, language_from_path=language_from_path,
-            key_columns=keys, skip_bad_files=skip_bad_files, threads=threads, buckets=buckets,
-            quiet=quiet_run, root=root, detect_keys=detect_keys,
-            doc_version_from_path=doc_version_from_path,
-        )
-    else:
+    keys = [k.strip() for k in key_columns.split(",") if k.strip()] if key_columns else None
+    if not any(is_documents_input(p) for p in inputs):
         for flag, value in (("--root", root), ("--doc-version-from-path", doc_version_from_path),
                             ("--language-from-path", language_from_path)):
             if value is not None:
@@ -96,26 +89,31 @@ def ingest(
 
                 raise InputError(f"{flag} applies to documents, and these inputs are segments "
                                  "tables; drop it, or add the column to the table")
-        result, version = ingest_tables_to_store(inputs, out, cfg, threads=threads,
-                                                 buckets=buckets, engine=engine.lower(),
-                                                 ray_address=ray_address)
+    result = ingest_to_store(
+        inputs, out, cfg, threads=threads, buckets=buckets, engine=engine.lower(),
+        ray_address=ray_address, embedder=embedder, language_from_path=language_from_path,
+        key_columns=keys, skip_bad_files=skip_bad_files, quiet=quiet_run, root=root,
+        detect_keys=detect_keys, doc_version_from_path=doc_version_from_path,
+    )
+    version = result.path
     manifest = _manifest(version)
     for line in _left_out_lines(manifest):
         note(line)
+    documents = result.documents.collect()
     if as_json:
         note(result.summary())
-        print_json(ingest_payload(result, out, version, manifest))
+        print_json(ingest_payload(result, out, version, manifest, documents))
         return
     if not quiet:
-        console.print(documents_table(result.documents))
+        console.print(documents_table(documents))
         for line in _key_column_lines(manifest):
             note(line)
     console.print(result.summary(), markup=False)
-    stages = {k[len("stage_"):]: v for k, v in result.timings.items() if k.startswith("stage_")}
-    if stages and not quiet:
-        console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()),
-                      markup=False)
-    console.print(f"store: {out} (version {version.name})", markup=False)
+    if not quiet:
+        shown = {k: v for k, v in result.timings.items() if v >= 0.005 and k != "total"}
+        console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in shown.items())
+                      + f"; total {result.timings['total']:.2f} s", markup=False)
+    console.print(f"store: {out} (version {result.version_id})", markup=False)
 
 
 def _manifest(version: Path) -> dict[str, Any]:
@@ -149,10 +147,12 @@ def _key_column_lines(manifest: dict[str, Any]) -> list[str]:
             for k in (manifest.get("extract") or {}).get("key_columns") or []]
 
 
-def ingest_payload(result: Any, out: Path, version: Path,
-                   manifest: dict[str, Any]) -> dict[str, Any]:
+def ingest_payload(result: Any, out: Path, version: Path, manifest: dict[str, Any],
+                   documents: Any = None) -> dict[str, Any]:
     """The one JSON object `ingest --json` prints: counts, the store version, timings."""
-    docs = result.documents
+    docs = result.documents if documents is None else documents
+    if hasattr(docs, "collect"):
+        docs = docs.collect()
     counts = {
         "documents": int(docs.height),
         "segments_in": int(docs.get_column("original_count").sum()) if docs.height else 0,

@@ -1,119 +1,222 @@
-"""The BM25 index of a store version, built at ingest time (a ``write_store`` hook) with bm25s.
+"""The BM25 index of a store version, built while the job writes it, queried with NumPy.
 
-Tokenizer (the same function indexes the segments and tokenizes queries): Unicode lower-case,
-then every run of two or more word characters (regex ``\\w{2,}``, Unicode-aware, run in Polars'
-Rust regex engine so 1M segments tokenize without a Python loop), minus bm25s' English
-stop-word list; no stemming. Scripts without spaces (Japanese, Chinese) therefore index whole
-runs of characters as one token: BM25 finds exact runs there, the dense signal does the rest.
+Tokens come from :mod:`arrowdedup.retrieval.tokens`, the one tokenizer that indexes segments
+and tokenizes queries (numbers, versions, flags and identifiers stay whole). Building is
+columnar: each bucket's kept texts are tokenized in one pass over their UTF-8 buffer and
+reduced to bucket-local token ids (:meth:`Bm25Builder.encode`, run where the bucket is
+deduplicated, so it overlaps the next bucket's work); at commit the bucket vocabularies merge
+into one sorted vocabulary, a counting sort lays out the postings column by column, and the
+scores are computed for all postings at once (:meth:`Bm25Builder.finish`). No Python loop
+runs per document.
 
-The vocabulary is sorted, so identical inputs write identical index files. Scoring is BM25
-(Lucene variant, k1 = 1.5, b = 0.75, bm25s defaults). Files live in ``<version>/bm25/``.
+Scoring is BM25, Lucene variant (k1 = 1.5, b = 0.75): ``idf = ln(1 + (N − df + 0.5) /
+(df + 0.5))`` and ``tf / (tf + k1·(1 − b + b·|d| / avg|d|))``, the defaults of bm25s. The files
+in ``<version>/bm25/`` are the sparse score matrix in bm25s' layout (CSC ``data``, ``indices``,
+``indptr`` as ``.npy``, ``vocab.index.json``, ``params.index.json``), so ``bm25s.BM25.load``
+reads them too (a test checks both give the same scores). A query sums the score columns of
+its tokens with one ``bincount``. The vocabulary is sorted, so identical inputs write
+identical index files.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
+import dataclasses
+import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
-from ..errors import MissingDependencyError, StoreError
+from ..errors import StoreError
+from .tokens import JIT_MIN_TEXTS, STOPWORDS, lowercase, tokenize, tokens_of
+
+__all__ = ["BM25_DIR", "STOPWORDS", "Bm25Builder", "Bm25Index", "build_bm25_index",
+           "load_bm25", "tokenize"]
 
 BM25_DIR = "bm25"
-TOKEN_PATTERN = r"\w{2,}"
+K1 = 1.5
+B = 0.75
+PARAMS = {"k1": K1, "b": B, "delta": 0.5, "method": "lucene", "idf_method": "lucene",
+          "dtype": "float32", "int_dtype": "int32", "backend": "numpy"}
+FILES = {"data": "data.csc.index.npy", "indices": "indices.csc.index.npy",
+         "indptr": "indptr.csc.index.npy", "vocab": "vocab.index.json",
+         "params": "params.index.json"}
 
 
-def _bm25s() -> Any:
-    try:
-        import bm25s
-    except ImportError as err:
-        raise MissingDependencyError("bm25s", "bm25", "the BM25 index") from err
-    # bm25s reports each index build on its own logger; that is noise on our command line.
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
-    return bm25s
+@dataclasses.dataclass(frozen=True)
+class BucketTokens:
+    """One bucket's tokens: bucket-local ids (``vocab`` order), the row of each token inside
+    the bucket (non-decreasing), the bucket's vocabulary and its row count."""
+
+    ids: np.ndarray  # int32
+    rows: np.ndarray  # int32
+    vocab: pa.Array  # large_string, first-seen order
+    n_rows: int
 
 
-@functools.cache
-def stopwords() -> frozenset[str]:
-    """bm25s' English stop-word list."""
-    from bm25s.stopwords import STOPWORDS_EN
+def bucket_tokens(texts: pl.Series) -> BucketTokens:
+    """Tokenize one bucket's texts: the Numba scanner from ``JIT_MIN_TEXTS`` texts on, the
+    Python twin below (no JIT code loaded for small stores)."""
+    n = texts.len()
+    lowered = lowercase(texts)
+    if n >= JIT_MIN_TEXTS:
+        from . import _tokens_jit as jit
 
-    return frozenset(STOPWORDS_EN)
+        rows, starts, ends, hashes, data = jit.scan(lowered.to_arrow())
+        ids, first = jit.dense_ids(hashes)
+        vocab = jit.spans_to_strings(data, starts[first], ends[first])
+        return BucketTokens(ids, rows.astype(np.int32), vocab, n)
+    per_row = [tokens_of(t) for t in lowered.to_list()]
+    flat = [t for toks in per_row for t in toks]
+    index: dict[str, int] = {}
+    ids_list = [index.setdefault(t, len(index)) for t in flat]
+    rows_list = np.repeat(np.arange(n, dtype=np.int32), [len(t) for t in per_row])
+    return BucketTokens(np.asarray(ids_list, dtype=np.int32), rows_list,
+                        pa.array(list(index), type=pa.large_string()), n)
 
 
-def tokenize(texts: pl.Series | list[str]) -> pl.Series:
-    """A list of tokens per text (see the module docstring for the rules)."""
-    series = texts if isinstance(texts, pl.Series) else pl.Series("text", texts, dtype=pl.String)
-    stop = pl.Series(sorted(stopwords()), dtype=pl.String)
-    return (series.cast(pl.String).fill_null("").str.to_lowercase()
-            .str.extract_all(TOKEN_PATTERN)
-            .list.eval(pl.element().filter(~pl.element().is_in(stop.implode()))))
+def _postings(ids: np.ndarray, rows: np.ndarray, n_vocab: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if ids.shape[0] >= 50_000:
+        from ._tokens_jit import postings
+
+        return postings(ids, rows, n_vocab)  # type: ignore[no-any-return]
+    width = int(rows.max()) + 1 if rows.size else 1
+    uniq, counts = np.unique(ids.astype(np.int64) * width + rows, return_counts=True)
+    tok = uniq // width
+    indptr = np.zeros(n_vocab + 1, np.int64)
+    np.cumsum(np.bincount(tok, minlength=n_vocab), out=indptr[1:])
+    return indptr, (uniq % width).astype(np.int32), counts.astype(np.int32)
 
 
-def token_ids(texts: pl.Series) -> tuple[list[list[int]], dict[str, int]]:
-    """Token ids per text and the sorted vocabulary (token → id)."""
-    tokens = tokenize(texts)
-    flat = pl.DataFrame({"row": pl.int_range(0, tokens.len(), eager=True, dtype=pl.Int64),
-                         "tok": tokens}).explode("tok").drop_nulls("tok")
-    vocab_tokens = flat.get_column("tok").unique().sort()
-    vocab = {t: i for i, t in enumerate(vocab_tokens.to_list())}
-    ids = flat.join(pl.DataFrame({"tok": vocab_tokens,
-                                  "id": pl.int_range(0, vocab_tokens.len(), eager=True,
-                                                     dtype=pl.Int64)}),
-                    on="tok", how="left", maintain_order="left")
-    rows = ids.get_column("row").to_numpy()
-    values = ids.get_column("id").to_numpy()
-    counts = np.bincount(rows, minlength=tokens.len())
-    splits = np.split(values, np.cumsum(counts)[:-1]) if tokens.len() else []
-    return [s.tolist() for s in splits], vocab
+class Bm25Builder:
+    """An index builder of the job path: ``encode`` a bucket's kept rows (in the worker),
+    ``add`` the encoded buckets in store order, ``finish`` into a version directory."""
+
+    name = "bm25"
+
+    def encode(self, kept: pl.DataFrame) -> BucketTokens | None:
+        if "text" not in kept.columns:
+            return None
+        from .keys import indexed_text
+
+        return bucket_tokens(indexed_text(kept))  # the text plus its key values
+
+    def __init__(self) -> None:
+        self._parts: list[BucketTokens] = []
+        self._rows = 0
+
+    def encoder(self) -> Bm25Builder:
+        """A stateless builder for workers (only its ``encode`` is called there)."""
+        return Bm25Builder()
+
+    def add(self, part: BucketTokens | None, rows: int) -> None:
+        """Append a bucket's tokens; ``rows`` is its kept row count (store order)."""
+        if part is not None:
+            assert part.n_rows == rows, (part.n_rows, rows)
+            self._parts.append(dataclasses.replace(part, rows=part.rows + np.int32(self._rows)))
+        self._rows += rows
+
+    def finish(self, version_dir: Path) -> Path | None:
+        """Write ``<version>/bm25/``; nothing when no kept text has a single token."""
+        parts = self._parts
+        n_docs = self._rows
+        if not parts or n_docs == 0 or sum(len(p.vocab) for p in parts) == 0:
+            return None
+        # One sorted vocabulary over the buckets' vocabularies; each bucket's local ids map
+        # to positions in it.
+        local = pl.DataFrame({
+            "tok": pa.chunked_array([p.vocab for p in parts], type=pa.large_string()),
+            "part": np.repeat(np.arange(len(parts)), [len(p.vocab) for p in parts]),
+            "local": np.concatenate([np.arange(len(p.vocab)) for p in parts]),
+        })
+        vocab = local.get_column("tok").unique().sort()
+        mapped = local.join(pl.DataFrame({"tok": vocab, "gid": pl.int_range(
+            0, vocab.len(), eager=True, dtype=pl.Int32)}), on="tok", how="left")
+        gid = mapped.sort("part", "local").get_column("gid").to_numpy()
+        starts = np.concatenate([[0], np.cumsum([len(p.vocab) for p in parts])])
+        ids = np.concatenate([gid[starts[i]:starts[i + 1]][p.ids]
+                              for i, p in enumerate(parts)]).astype(np.int32)
+        rows = np.concatenate([p.rows for p in parts]).astype(np.int32)
+        n_vocab = vocab.len()
+        indptr, doc_rows, tf = _postings(ids, rows, n_vocab)
+        doc_len = np.bincount(rows, minlength=n_docs).astype(np.float64)
+        avg = float(doc_len.mean()) if n_docs else 0.0
+        avg = avg if avg > 0 else 1.0
+        if doc_rows.shape[0] >= 50_000:
+            from ._tokens_jit import bm25_scores
+
+            data = bm25_scores(indptr, doc_rows, tf, doc_len, avg, n_docs, K1, B)
+        else:
+            df = np.diff(indptr).astype(np.float64)
+            idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+            tf64 = tf.astype(np.float64)
+            norm = K1 * ((1.0 - B) + B * doc_len[doc_rows] / avg)
+            tfc = (tf64 / (norm + tf64)).astype(np.float32)
+            data = np.repeat(idf, np.diff(indptr)) * tfc
+        out = Path(version_dir) / BM25_DIR
+        out.mkdir(parents=True, exist_ok=True)
+        np.save(out / FILES["data"], data.astype(np.float32))
+        np.save(out / FILES["indices"], doc_rows.astype(np.int32))
+        np.save(out / FILES["indptr"], indptr.astype(np.int64))
+        words = vocab.to_list()
+        (out / FILES["vocab"]).write_text(
+            json.dumps(dict(zip(words, range(n_vocab), strict=True)), ensure_ascii=False),
+            encoding="utf-8")
+        (out / FILES["params"]).write_text(
+            json.dumps({**PARAMS, "num_docs": n_docs, "version": "arrowdedup"}, indent=4),
+            encoding="utf-8")
+        return out
 
 
 def build_bm25_index(version_dir: Path, kept: pl.DataFrame) -> None:
-    """``write_store`` hook: index ``kept.text`` (store row order) into ``<version>/bm25/``."""
-    if kept.height == 0 or "text" not in kept.columns:
-        return
-    bm25s = _bm25s()
-    from .keys import indexed_text
-
-    corpus_ids, vocab = token_ids(indexed_text(kept))  # the text plus its key values
-    if not vocab:
-        # No text has a single indexable token (bm25s fails on an empty vocabulary): the
-        # store simply has no BM25 index, as a store without text would not.
-        return
-    model = bm25s.BM25()
-    model.index((corpus_ids, vocab), show_progress=False)
-    model.save(str(Path(version_dir) / BM25_DIR), show_progress=False)
+    """Index ``kept.text`` (store row order) into ``<version>/bm25/`` in one go
+    (the text plus its key values, ``keys.indexed_text``)."""
+    builder = Bm25Builder()
+    builder.add(builder.encode(kept), kept.height)
+    builder.finish(version_dir)
 
 
 class Bm25Index:
     """A loaded (memory-mapped) BM25 index of one store version."""
 
     def __init__(self, path: Path) -> None:
-        bm25s = _bm25s()
         try:
-            self._model = bm25s.BM25.load(str(path), mmap=True, show_progress=False,
-                                          verbosity=0)
-        except (OSError, ValueError) as err:
+            params = json.loads((path / FILES["params"]).read_text(encoding="utf-8"))
+            self._vocab: dict[str, int] = json.loads(
+                (path / FILES["vocab"]).read_text(encoding="utf-8"))
+            self._data = np.load(path / FILES["data"], mmap_mode="r")
+            self._indices = np.load(path / FILES["indices"], mmap_mode="r")
+            self._indptr = np.load(path / FILES["indptr"])
+        except (OSError, ValueError, KeyError) as err:
             raise StoreError(f"the BM25 index at {path} cannot be read ({err}); re-ingest "
                              "the store") from err
-        self._vocab: dict[str, int] = self._model.vocab_dict
-        self.size = int(self._model.scores["num_docs"])
+        self.size = int(params["num_docs"])
+        if self._indptr.shape[0] != len(self._vocab) + 1:
+            raise StoreError(f"the BM25 index at {path} is inconsistent (vocabulary "
+                             f"{len(self._vocab)}, columns {self._indptr.shape[0] - 1}); "
+                             "re-ingest the store")
+
+    def token_ids(self, query: str) -> list[int]:
+        """Ids of the query's indexed tokens (repeats count, as in bm25s)."""
+        tokens = tokenize([query]).to_list()[0]
+        return [self._vocab[t] for t in tokens if t in self._vocab]
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every indexed segment for one query (0 where no query term occurs)."""
-        tokens = tokenize([query]).to_list()[0]
-        ids = [self._vocab[t] for t in tokens if t in self._vocab]
+        ids = self.token_ids(query)
         if not ids:
             return np.zeros(self.size, dtype=np.float32)
-        return np.asarray(self._model.get_scores_from_ids(ids), dtype=np.float32)
+        spans = [(int(self._indptr[i]), int(self._indptr[i + 1])) for i in ids]
+        rows = np.concatenate([self._indices[a:b] for a, b in spans])
+        weights = np.concatenate([self._data[a:b] for a, b in spans]).astype(np.float64)
+        return np.bincount(rows, weights=weights, minlength=self.size).astype(np.float32)
 
 
 def load_bm25(version_dir: Path) -> Bm25Index | None:
     """The index of a version, or ``None`` when it has none (no text, or an older writer)."""
     path = Path(version_dir) / BM25_DIR
-    if not (path / "params.index.json").exists():
+    if not (path / FILES["params"]).exists():
         return None
     return Bm25Index(path)

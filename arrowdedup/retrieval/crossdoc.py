@@ -19,12 +19,12 @@ import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..config import DedupConfig, resolve_config
 from ..errors import SchemaError, first_rows
 from ..facts import FACT_COLUMN, conflict, conflict_reasons, fact_modes, signatures_of
 from ..kernels import effective_threshold, no_facts
+from ..vectors import embedding_matrix, language_codes
 
 # CSR fact signatures (offsets, values) and per-row guard modes (facts.fact_modes).
 FactArrays = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -308,71 +308,6 @@ def _as_frame(results: Any) -> pl.DataFrame:
         f"dedupe_ranked takes a Polars DataFrame or an Arrow table, got {type(results).__name__}; "
         "convert the results with pl.DataFrame(...) first"
     )
-
-
-def _single_chunk(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(arr, pa.ChunkedArray):
-        return arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-    return arr
-
-
-def embedding_matrix(frame: pl.DataFrame, column: str = "embedding"
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """(n, d) float32 embeddings as given (zero rows where null) and the mask of present rows
-    (empty when every row is present).
-
-    Works on the Arrow buffers (a fixed-size float32 list without nulls is a free 2-D view);
-    refuses mixed dimensions, naming the rows (SPEC §1). Normalisation and the NaN / infinity
-    check happen in the kernel.
-    """
-    series = frame.get_column(column)
-    dtype = series.dtype  # cheaper than frame.schema, which builds the whole schema
-    if isinstance(dtype, pl.Array) and dtype.inner == pl.Float32 and not series.has_nulls():
-        return series.to_numpy(), _ALL
-    if not isinstance(dtype, (pl.Array, pl.List)) or not dtype.inner.is_numeric():
-        raise SchemaError(
-            f"column {column!r} has type {dtype}, expected a list or fixed-size list of floats; "
-            "give each result its embedding as pl.Array(pl.Float32, d) (null when unknown)"
-        )
-    n = frame.height
-    arr = _single_chunk(series.to_arrow())
-    present = np.ones(n, dtype=bool) if arr.null_count == 0 else \
-        np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    if isinstance(dtype, pl.Array):
-        d = int(dtype.size)
-        values = arr.values.slice(arr.offset * d, n * d)
-        matrix = np.asarray(values.to_numpy(zero_copy_only=False),
-                            dtype=np.float32).reshape(n, d)
-    else:
-        if not pa.types.is_large_list(arr.type):
-            arr = arr.cast(pa.large_list(arr.type.value_type))
-        offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
-        lengths = np.where(present, np.diff(offsets), 0)
-        dims = np.unique(lengths[present])
-        if dims.size > 1:
-            rows = np.flatnonzero(present & (lengths != lengths[present][0]))
-            raise SchemaError(
-                f"column {column!r}: mixed embedding dimensions {dims[:5].tolist()} at rows "
-                f"{first_rows(rows)}; every result must be embedded by one model"
-            )
-        d = int(dims[0]) if dims.size else 0
-        flat = np.asarray(arr.values.to_numpy(zero_copy_only=False), dtype=np.float32)
-        matrix = np.zeros((n, d), dtype=np.float32)
-        for r in np.flatnonzero(present & (lengths > 0)):  # ~100 ranked results, not a column
-            matrix[r] = flat[offsets[r] - offsets[0]: offsets[r + 1] - offsets[0]]
-    if not present.all() and d:
-        matrix = np.where(present[:, None], matrix, np.float32(0.0))
-    return np.ascontiguousarray(matrix, dtype=np.float32), present
-
-
-def language_codes(frame: pl.DataFrame) -> np.ndarray:
-    """A code per language tag, equal for equal tags (null is its own code); all zero without
-    the column."""
-    if "language" not in frame.columns:
-        return np.zeros(frame.height, dtype=np.int64)
-    arr = _single_chunk(frame.get_column("language").cast(pl.String).to_arrow())
-    encoded = pc.dictionary_encode(arr, null_encoding="encode")
-    return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def displaced_lists(ids: pa.Array | None, rep: np.ndarray) -> tuple[np.ndarray, pa.Array]:

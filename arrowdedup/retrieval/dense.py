@@ -1,8 +1,11 @@
-"""Dense candidates: exact cosine over the store's memory-mapped unit vectors (no ANN index,
-so results are deterministic). One BLAS matrix–vector (or matrix–matrix for several queries)
-product over all stored vectors, then a partial sort for the top N."""
+"""Dense candidates: exact cosine over the store's memory-mapped embeddings (no ANN index, so
+results are deterministic). One BLAS matrix–vector (or matrix–matrix for several queries)
+product per stored embeddings file, scaled by the stored inverse norms, then a partial sort
+for the top N."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +30,14 @@ def unit_queries(queries: np.ndarray, dim: int) -> np.ndarray:
     return np.ascontiguousarray(q / norms, dtype=np.float32)
 
 
-def cosine_scores(vectors: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """(n, m) cosines of every stored unit vector with each unit query (zero rows score 0)."""
+def cosine_scores(vectors: Any, queries: np.ndarray) -> np.ndarray:
+    """(n, m) cosines of every stored vector with each unit query (zero rows score 0).
+
+    ``vectors``: the store's :class:`~arrowdedup.store.StoredVectors` (embeddings as stored
+    times their inverse norms) or a matrix of unit rows.
+    """
+    if hasattr(vectors, "scores"):
+        return vectors.scores(queries)  # type: ignore[no-any-return]
     if queries.shape[0] == 1:
         return (vectors @ queries[0])[:, None]
     return vectors @ queries.T

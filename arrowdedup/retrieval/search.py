@@ -31,7 +31,6 @@ import datetime as dt
 import functools
 import json
 import logging
-import os
 import re
 import time
 import uuid
@@ -48,9 +47,10 @@ import xxhash
 from ..config import DedupConfig, resolve_config
 from ..embed import Embedder, get_embedder, recorded_spec
 from ..errors import EmbedderError, InputError, StoreError
-from ..store import Store, open_store
+from ..store import Store, atomic_path, open_store
+from ..vectors import language_codes
 from .bm25 import Bm25Index, load_bm25
-from .crossdoc import FactArrays, displaced_lists, duplicate_of, fact_arrays, language_codes
+from .crossdoc import FactArrays, displaced_lists, duplicate_of, fact_arrays
 from .dense import cosine_scores, top_n, unit_queries
 from .fusion import SearchMode, competition_rank, group_rank, mode_weights, rrf, score_order
 from .rerank import Reranker, rerank_order
@@ -122,8 +122,9 @@ class StoreView:
         self._bm25: Bm25Index | bool | None = False
         if self.vectors is not None and self.vectors.shape[0] != self.frame.height:
             raise StoreError(
-                f"store {store.root}: vectors.npy has {self.vectors.shape[0]} rows, the segments "
-                f"{self.frame.height}; the version is damaged: run `arrowdedup verify`, re-ingest"
+                f"store {store.root}: the embeddings have {self.vectors.shape[0]} rows, the "
+                f"segments {self.frame.height}; the version is damaged: run `arrowdedup verify`, "
+                "re-ingest"
             )
         ids = self.frame.get_column("segment_id").cast(pl.String)
         self.segment_ids = ids.to_numpy()
@@ -523,7 +524,7 @@ def search(
     return result
 
 
-def dense_scores(vectors: np.ndarray, queries: np.ndarray,
+def dense_scores(vectors: Any, queries: np.ndarray,
                  allowed: np.ndarray | None) -> np.ndarray:
     """(n, m) cosines; with a filter only the allowed rows are computed when they are few
     (the others stay NaN and are never read: candidates come from the allowed rows)."""
@@ -566,9 +567,8 @@ def append_retrieval_log(store: Store, result: SearchResult) -> Path:
     name = f"{now:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}.parquet"
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{name}.tmp"
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, directory / name)
+        with atomic_path(directory / name, durable=False) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
     except OSError as err:
         raise StoreError(f"cannot append to the retrieval log {directory}: {err.strerror or err}; "
                          "check the permissions and free space, or set "

@@ -1,0 +1,819 @@
+"""The one job path: documents or segments tables → bucketed, streamed dedup → store version.
+
+::
+
+    documents ─extract─▶ segments ─embed (store cache)─▶ segments table ─┐
+    Parquet / Arrow IPC files, DataFrames, LazyFrames, Arrow tables ─────┴▶ buckets
+      ─▶ per bucket: ingest() (salience when absent, hash, plan, kernels) ─▶ encode
+      ─▶ StoreWriter (in bucket order; indexes registered here: BM25) ─▶ atomic switch
+
+:func:`ingest_to_store` is the only function that writes a store from inputs; the library
+(``arrowdedup.ingest_to_store``) and ``arrowdedup ingest`` both call it, and it returns a
+:class:`JobResult` read lazily from the version it wrote. Dedup is per document and every
+document lies wholly in one bucket (``xxh64(doc_id) % buckets``), so a bucket is a complete
+job: the corpus is processed one bucket at a time and a corpus larger than memory works.
+Rows reach a bucket without loading the corpus:
+
+- Arrow IPC *files* are memory-mapped (file-backed pages, not process memory) and each bucket
+  takes its rows from them;
+- in-memory tables (and documents after extraction and embedding) are used as they are, and
+  Parquet inputs up to ``memory_budget`` (default 2 GiB uncompressed, local engine) are read
+  whole, which is faster than a round trip through the disk;
+- anything else (larger Parquet, IPC streams, the Ray engine) goes through one partitioning
+  pass: record batches of ``PARTITION_BATCH`` rows are scattered into one uncompressed IPC file
+  per bucket in a temporary directory of the store, which is then memory-mapped the same way.
+
+Peak memory is bounded by the largest bucket (its rows, the ingest result, the encoded files)
+plus the doc_id column of one input file and one record batch; raise ``buckets`` to lower it.
+
+Engines: ``local`` runs the buckets in order in this process (the kernels use the threads;
+the next bucket is prepared while one is written); ``ray`` runs one plain Ray task per bucket
+(each the same single-process code, with one kernel thread) and writes their outputs in bucket
+order, so both engines write byte-identical data files. Decisions never depend on the bucket
+count.
+
+Stage timings (:data:`STAGES`, the same keys for every input): ``extract`` and ``embed``
+(documents only, 0 otherwise), ``partition``, the stages of :func:`arrowdedup.ingest` summed
+over the buckets, ``encode`` (Parquet / IPC bytes), ``index`` (tokenizing the buckets and
+finishing the BM25 index), ``write`` (files and checksums), ``commit`` (fsync, manifest,
+switch) and ``total`` (wall time). Buckets overlap, so the stage sum can exceed ``total``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import time
+import types
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from . import progress
+from .config import DedupConfig, resolve_config
+from .errors import InputError, MissingDependencyError, SchemaError, StoreError
+from .schema import read_table_file
+from .store import (
+    DEFAULT_BUCKETS,
+    BucketOutput,
+    IndexBuilder,
+    Store,
+    StoreWriter,
+    bucket_of,
+    current_manifest,
+    encode_bucket,
+    open_store,
+    prepare_root,
+)
+
+if TYPE_CHECKING:
+    from .embed import Embedder
+    from .ingest import IngestionResult
+    from .salience import SalienceScorer
+
+ENGINES = ("local", "ray")
+PARTITION_BATCH = 64 * 1024
+DEFAULT_MEMORY_BUDGET = 2 << 30
+LOCAL_AHEAD = 1  # buckets prepared ahead of the one being written (local engine)
+# Suffixes that are segments tables, not documents.
+TABLE_SUFFIXES = frozenset({".parquet", ".arrow", ".ipc", ".feather"})
+STAGES = ("extract", "embedder_load", "embed", "partition", "read", "validate", "salience",
+          "hash", "facts", "plan", "kernel", "output", "encode", "index", "write", "commit",
+          "total")
+
+TableLike: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table
+Source: TypeAlias = TableLike | str | Path | Sequence[str | Path]
+
+
+# ----------------------------------------------------------------------------- the result
+
+
+@dataclasses.dataclass(frozen=True)
+class JobResult:
+    """What a job returns: the version it wrote, read lazily, and its stage timings.
+
+    ``kept``, ``decisions`` and ``documents`` are LazyFrames over the written version (the
+    data is in the store, not held in memory); ``timings`` has every key of :data:`STAGES`.
+    """
+
+    store: Store
+    timings: Mapping[str, float]
+    config: DedupConfig
+
+    @property
+    def version_id(self) -> str:
+        return self.store.run_id
+
+    @property
+    def path(self) -> Path:
+        """The version directory."""
+        return self.store.version
+
+    @property
+    def root(self) -> Path:
+        return self.store.root
+
+    @property
+    def kept(self) -> pl.LazyFrame:
+        return self.store.segments()
+
+    @property
+    def decisions(self) -> pl.LazyFrame:
+        return self.store.decisions()
+
+    @property
+    def documents(self) -> pl.LazyFrame:
+        return self.store.documents()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self.store.manifest.get("counts") or {})
+
+    @property
+    def embedding_dim(self) -> int | None:
+        return self.store.embedding_dim
+
+    @property
+    def original_count(self) -> int:
+        return int(self.counts.get("segments_in", 0))
+
+    @property
+    def final_count(self) -> int:
+        return int(self.counts.get("segments_kept", 0))
+
+    @property
+    def dedup_ratio(self) -> float:
+        n = self.original_count
+        return (n - self.final_count) / n if n else 0.0
+
+    def summary(self) -> str:
+        from .ingest import log_line
+
+        c = self.counts
+        return (
+            f"{log_line(self.original_count, self.final_count)} in {c.get('documents', 0)} "
+            f"documents (exact {c.get('dropped_exact', 0)}, near {c.get('merged_near', 0)}, "
+            f"filtered {c.get('filtered_low_salience', 0)}; dedup ratio {self.dedup_ratio:.1%})"
+        )
+
+
+def _timings(values: Mapping[str, float]) -> Mapping[str, float]:
+    out = dict.fromkeys(STAGES, 0.0)
+    out.update(values)
+    return types.MappingProxyType(out)
+
+
+def _encoder_of(builder: IndexBuilder) -> IndexBuilder:
+    fresh = getattr(builder, "encoder", None)
+    return fresh() if callable(fresh) else builder
+
+
+def default_indexes() -> list[IndexBuilder]:
+    """The indexes every version gets unless ``indexes=False``: BM25 over the kept text."""
+    from .retrieval.bm25 import Bm25Builder
+
+    return [Bm25Builder()]
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def is_documents_input(path: str | Path) -> bool:
+    """True when ``path`` is documents (a folder or a document file); Parquet / Arrow IPC
+    files are segments tables."""
+    p = Path(path)
+    return p.is_dir() or p.suffix.lower() not in TABLE_SUFFIXES
+
+
+def check_inputs(inputs: Sequence[Path]) -> None:
+    """Refuse a missing input before anything is created."""
+    if not inputs:
+        raise InputError("no input files given; pass at least one Parquet or Arrow IPC file")
+    for p in inputs:
+        if not p.exists():
+            raise InputError(f"input file {p} does not exist; check the path")
+        if p.is_dir():
+            raise InputError(f"input {p} is a directory; pass the Parquet/IPC files inside it "
+                             "(or use the documents pipeline for a folder of documents)")
+
+
+def _is_ipc_file(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(6) == b"ARROW1"
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err}") from err
+
+
+def _mapped(path: str) -> pa.Table:
+    with pa.memory_map(path, "r") as source:
+        return ipc.open_file(source).read_all()
+
+
+def _bucket_ids(table: pa.Table, buckets: int) -> np.ndarray:
+    if "doc_id" not in table.column_names:
+        raise SchemaError("required column 'doc_id' is missing; add it (the partition key)")
+    ids = table.column("doc_id")
+    if not pa.types.is_string(ids.type):
+        ids = pc.cast(ids, pa.string())
+    return bucket_of(ids, buckets)
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketSource:
+    """Where the rows of each bucket come from (picklable, for Ray tasks).
+
+    ``partitioned``: ``files[b]`` holds bucket ``b`` alone ("" when empty); otherwise every
+    file is read (memory-mapped) and filtered to the bucket.
+    """
+
+    files: tuple[str, ...]
+    buckets: int
+    partitioned: bool
+    total_rows: int = 0  # rows of the whole input (the kernels are chosen for it)
+    # In-memory inputs of the local engine ("mem:<i>" in ``files``).
+    tables: tuple[pa.Table, ...] = dataclasses.field(default=(), compare=False, repr=False)
+
+    def open(self, key: str) -> pa.Table:
+        return self.tables[int(key[4:])] if key.startswith("mem:") else _mapped(key)
+
+    def read(self, bucket: int, cache: dict[str, np.ndarray] | None = None) -> pa.Table | None:
+        if self.partitioned:
+            path = self.files[bucket]
+            return _mapped(path) if path else None
+        parts = []
+        for path in self.files:
+            table = self.open(path)
+            ids = cache.get(path) if cache is not None else None
+            if ids is None:
+                ids = _bucket_ids(table, self.buckets)
+                if cache is not None:
+                    cache[path] = ids
+            rows = np.flatnonzero(ids == bucket)
+            if rows.size == table.num_rows:
+                parts.append(table)
+            elif rows.size:
+                # Polars gathers across the mapped chunks ~6x faster than pyarrow's take,
+                # without combining them (which would copy the whole file into memory).
+                frame = pl.from_arrow(table, rechunk=False)
+                assert isinstance(frame, pl.DataFrame)
+                parts.append(frame[rows].to_arrow())
+        if not parts:
+            return None
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def empty(self) -> pa.Table:
+        """A zero-row table with the input schema (an empty corpus still gets a store)."""
+        for path in self.files:
+            if path:
+                return self.open(path).slice(0, 0)
+        raise InputError("no input rows and no schema; pass a non-empty segments table")
+
+
+def _parquet_bytes_uncompressed(path: Path) -> int | None:
+    try:
+        with path.open("rb") as fh:
+            if fh.read(4) != b"PAR1":
+                return None
+        meta = pq.ParquetFile(path).metadata
+    except (pa.ArrowException, OSError):
+        return None  # read_table_file reports the damage clearly
+    return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+
+
+def _check_schemas(schemas: list[pa.Schema], names: Sequence[Any]) -> None:
+    for schema, name in zip(schemas[1:], names[1:], strict=True):
+        if not schema.equals(schemas[0]):
+            raise SchemaError(
+                f"the input files do not share one schema ({names[0]} vs {name}); "
+                "write them with the same columns and types")
+
+
+def _arrow_of(table: TableLike) -> pa.Table:
+    from .schema import read_segments
+
+    frame = read_segments(table)
+    return frame.to_arrow()
+
+
+@contextlib.contextmanager
+def bucket_source(inputs: Sequence[Path] | Sequence[pa.Table], buckets: int, workdir: Path,
+                  memory_budget: int = 0, *, in_memory: bool = True) -> Iterator[BucketSource]:
+    """The :class:`BucketSource` of ``inputs`` (paths, or Arrow tables already in memory);
+    partition files live under ``workdir`` and are removed afterwards. Parquet inputs whose
+    uncompressed size is at most ``memory_budget`` bytes in total are read into memory
+    instead of partitioned; ``in_memory=False`` (Ray) partitions in-memory tables too."""
+    if inputs and all(isinstance(t, pa.Table) for t in inputs):
+        tables = [t for t in inputs if isinstance(t, pa.Table)]
+        _check_schemas([t.schema for t in tables], [f"table {i}" for i in range(len(tables))])
+        if in_memory:
+            yield BucketSource(tuple(f"mem:{i}" for i in range(len(tables))), buckets, False,
+                               sum(t.num_rows for t in tables), tuple(tables))
+            return
+        batches = [(t.schema, iter(t.to_batches(PARTITION_BATCH)), f"table {i}")
+                   for i, t in enumerate(tables)]
+        with _partitioned(batches, buckets, workdir) as source:
+            yield source
+        return
+    paths = [Path(p) for p in inputs]  # type: ignore[arg-type]
+    check_inputs(paths)
+    if all(_is_ipc_file(p) for p in paths):
+        mapped = [_mapped(str(p)) for p in paths]
+        _check_schemas([t.schema for t in mapped], paths)
+        yield BucketSource(tuple(str(p) for p in paths), buckets, False,
+                           sum(t.num_rows for t in mapped))
+        return
+    sizes = [_parquet_bytes_uncompressed(p) for p in paths]
+    if memory_budget > 0 and all(n is not None for n in sizes) and \
+            sum(n or 0 for n in sizes) <= memory_budget:
+        tables = [read_table_file(p) for p in paths]
+        _check_schemas([t.schema for t in tables], paths)
+        yield BucketSource(tuple(f"mem:{i}" for i in range(len(tables))), buckets, False,
+                           sum(t.num_rows for t in tables), tuple(tables))
+        return
+    with _partitioned([(*_batches(p), str(p)) for p in paths], buckets, workdir) as source:
+        yield source
+
+
+def _batches(path: Path) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+        if head == b"PAR1":
+            pf = pq.ParquetFile(path)
+            return pf.schema_arrow, pf.iter_batches(batch_size=PARTITION_BATCH)
+    except (pa.ArrowException, OSError) as err:
+        raise InputError(f"{path} is truncated or corrupted and cannot be read ({err}); "
+                         "re-export the file") from err
+    table = read_table_file(path)  # IPC streams: refused clearly when damaged
+    return table.schema, iter(table.to_batches(PARTITION_BATCH))
+
+
+@contextlib.contextmanager
+def _partitioned(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str]],
+                 buckets: int, workdir: Path) -> Iterator[BucketSource]:
+    tmp = workdir / f".partition-{uuid.uuid4().hex}"
+    tmp.mkdir(parents=True)
+    try:
+        yield _partition(inputs, buckets, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _partition(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str]],
+               buckets: int, tmp: Path) -> BucketSource:
+    writers: dict[int, ipc.RecordBatchFileWriter] = {}
+    schema0: pa.Schema | None = None
+    first = ""
+    total = 0
+    try:
+        for schema, batches, name in inputs:
+            if schema0 is None:
+                schema0, first = schema, name
+            elif not schema.equals(schema0):
+                raise SchemaError(
+                    f"the input files do not share one schema ({first} vs {name}); "
+                    "write them with the same columns and types")
+            try:
+                for batch in batches:
+                    total += batch.num_rows
+                    ids = _bucket_ids(pa.Table.from_batches([batch]), buckets)
+                    order = np.argsort(ids, kind="stable")
+                    bounds = np.searchsorted(ids[order], np.arange(buckets + 1))
+                    for b in np.flatnonzero(np.diff(bounds)).tolist():
+                        if b not in writers:
+                            writers[b] = ipc.new_file(str(tmp / f"b-{b:05d}.arrow"), schema0)
+                        rows = order[bounds[b] : bounds[b + 1]]
+                        writers[b].write_batch(batch.take(pa.array(rows, type=pa.int64())))
+            except (pa.ArrowException, OSError) as err:
+                raise InputError(f"{name} is truncated or corrupted and cannot be read "
+                                 f"({err}); re-export the file") from err
+        if schema0 is not None and not writers:  # no rows at all: keep the schema
+            ipc.new_file(str(tmp / "b-00000.arrow"), schema0).close()
+            return BucketSource(tuple(str(tmp / "b-00000.arrow") if b == 0 else ""
+                                      for b in range(buckets)), buckets, True, 0)
+    finally:
+        for w in writers.values():
+            w.close()
+    return BucketSource(tuple(str(tmp / f"b-{b:05d}.arrow") if b in writers else ""
+                              for b in range(buckets)), buckets, True, total)
+
+
+# ----------------------------------------------------------------------------- buckets
+
+
+@dataclasses.dataclass
+class BucketSummary:
+    """What the driver keeps of one bucket besides its files."""
+
+    documents: pl.DataFrame
+    timings: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketJob:
+    """Everything a worker needs besides the source and the bucket number (picklable)."""
+
+    config: DedupConfig
+    threads: int | None
+    indexes: tuple[IndexBuilder, ...] = ()
+    scorer: Any = None
+
+
+def process_bucket(
+    source: BucketSource,
+    bucket: int,
+    job: BucketJob,
+    cache: dict[str, np.ndarray] | None = None,
+    force: bool = False,
+) -> tuple[BucketOutput, BucketSummary] | None:
+    """Ingest and encode one bucket (the unit of work of both engines); ``None`` when empty
+    (unless ``force``, which ingests an empty table)."""
+    from .ingest import ingest
+    from .vectors import input_rows
+
+    table = source.read(bucket, cache)
+    if table is None:
+        if not force:
+            return None
+        table = source.empty()
+    with input_rows(source.total_rows):
+        result = ingest(table, job.config, threads=job.threads, scorer=job.scorer)
+        out = encode_bucket(bucket, result.kept, result.decisions, result.documents,
+                            result.embedding_dim, job.indexes)
+    timings = {**result.timings, **out.timings}
+    return out, BucketSummary(documents=result.documents, timings=timings)
+
+
+def _local(source: BucketSource, job: BucketJob
+           ) -> Iterator[tuple[BucketOutput, BucketSummary]]:
+    """Buckets in order; the next bucket is read and ingested on a second thread while this
+    one is written (Polars, Arrow, Numba and BLAS release the GIL), so at most
+    ``LOCAL_AHEAD + 1`` buckets are in memory."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    cache: dict[str, np.ndarray] = {}
+    for path in () if source.partitioned else source.files:
+        cache[path] = _bucket_ids(source.open(path), source.buckets)
+    if source.buckets == 1:
+        done = process_bucket(source, 0, job, cache)
+        if done is not None:
+            yield done
+        return
+    with ThreadPoolExecutor(max_workers=LOCAL_AHEAD + 1) as pool:
+        pending: dict[int, Future[Any]] = {}
+        nxt = 0
+        for b in range(source.buckets):
+            while nxt < source.buckets and len(pending) <= LOCAL_AHEAD:
+                pending[nxt] = pool.submit(process_bucket, source, nxt, job, cache)
+                nxt += 1
+            done = pending.pop(b).result()
+            if done is not None:
+                yield done
+
+
+def ray_start(address: str | None) -> bool:
+    """Start (or join) Ray; True when this call started it. Timed by the benchmarks."""
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependencyError("ray", "ray", "--engine ray") from None
+    if ray.is_initialized():
+        return False
+    ray.init(address=address, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    return True
+
+
+def _ray(source: BucketSource, job: BucketJob, address: str | None
+         ) -> Iterator[tuple[BucketOutput, BucketSummary]]:
+    started = ray_start(address)
+    import ray
+
+    try:
+        task = ray.remote(num_cpus=1)(process_bucket)
+        # A bounded window of tasks in flight keeps the driver's memory near a few buckets.
+        window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+        pending: dict[int, Any] = {}
+        nxt = 0
+        one_thread = dataclasses.replace(job, threads=1)
+        for b in range(source.buckets):
+            while nxt < source.buckets and len(pending) < window:
+                pending[nxt] = task.remote(source, nxt, one_thread)
+                nxt += 1
+            done = ray.get(pending.pop(b))
+            if done is not None:
+                yield done
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ----------------------------------------------------------------------------- documents
+
+
+def check_store_model(out: str | Path, model: str, dim: int) -> None:
+    """Refuse, before any embedding work, a store built with another embedding model."""
+    try:
+        previous = current_manifest(Path(out))
+    except StoreError:
+        return  # a damaged store is reported by the writer with its own message
+    if previous is None:
+        return
+    old = previous.get("embedding") or {}
+    old_model, old_dim = old.get("model"), old.get("dim")
+    if old_model and old_model != model:
+        raise StoreError(
+            f"store {out} was built with embedding model {old_model!r}, this run uses "
+            f"{model!r}; embeddings of two models must not mix (SPEC §9): re-ingest everything "
+            f"into a new store, or pass the store's embedder (--embedder)"
+        )
+    if old_dim and old_dim != dim:
+        raise StoreError(
+            f"store {out} holds {old_dim}-d embeddings, the embedder {model!r} gives {dim}-d; "
+            "write to a new store, or use the store's embedder"
+        )
+
+
+def extract_segments(
+    paths: Sequence[str | Path],
+    *,
+    language_from_path: str | None = None,
+    key_columns: Sequence[str] | None = None,
+    skip_bad_files: bool = False,
+    root: str | Path | None = None,
+    detect_keys: bool = True,
+    doc_version_from_path: str | None = None,
+) -> Any:
+    """Run the extractors (``doc_id`` relative to ``root``, default each folder argument)."""
+    from .extract import extract_documents
+
+    return extract_documents(
+        [Path(p) for p in paths], root=root,
+        key_columns=list(key_columns) if key_columns else None,
+        language_from_path=language_from_path, skip_bad_files=skip_bad_files,
+        detect_keys=detect_keys, doc_version_from_path=doc_version_from_path,
+    )
+
+
+def choose_embedder(out: str | Path, embedder: str | Embedder | None) -> str | Embedder:
+    """The embedder of a run: the one given, else the one the store records, else MiniLM.
+    A spec given by name is checked against the store before anything is loaded."""
+    from .embed import recorded_spec, spec_model_name
+
+    try:
+        previous = current_manifest(Path(out))
+    except StoreError:
+        previous = None
+    if embedder is None:
+        spec = recorded_spec(previous, f"store {out}") if previous else None
+        return spec or "minilm"
+    if isinstance(embedder, str) and previous is not None:
+        dim = (previous.get("embedding") or {}).get("dim")
+        # The dimension is only known once loaded; the name check is the one that saves time.
+        check_store_model(out, spec_model_name(embedder), dim or 0)
+    return embedder
+
+
+def with_embeddings(frame: pl.DataFrame, vectors: np.ndarray) -> pl.DataFrame:
+    """``frame`` plus an ``embedding`` column of fixed-size float32 lists."""
+    return frame.with_columns(pl.Series("embedding", np.ascontiguousarray(vectors, np.float32)))
+
+
+def _documents_table(
+    inputs: Sequence[Path], store_root: Path, *, embedder: str | Embedder | None,
+    language_from_path: str | None, key_columns: Sequence[str] | None,
+    skip_bad_files: bool, root: str | Path | None, quiet: bool, timings: dict[str, float],
+    detect_keys: bool = True, doc_version_from_path: str | None = None,
+) -> tuple[pl.DataFrame, str, dict[str, Any]]:
+    """Extract and embed documents (through the store's embedding cache): the segments table,
+    the model name and the manifest extras."""
+    from . import progress
+    from .embed import embedder_record, get_embedder
+    from .embed_cache import EmbeddingCache, embed_texts
+
+    embedder = choose_embedder(store_root, embedder)
+    start = time.perf_counter()
+    with progress.spinner("extracting", quiet=quiet):
+        extracted = extract_segments(inputs, language_from_path=language_from_path,
+                                     key_columns=key_columns, skip_bad_files=skip_bad_files,
+                                     root=root, detect_keys=detect_keys,
+                                     doc_version_from_path=doc_version_from_path)
+    frame = extracted.segments
+    timings["extract"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    with progress.spinner("loading the embedder", quiet=quiet):
+        model = get_embedder(embedder)
+    if isinstance(embedder, str):
+        timings["embedder_load"] = time.perf_counter() - start
+    check_store_model(store_root, model.name, model.dim)
+    cache = EmbeddingCache(store_root / "cache", model.name, model.dim)
+    vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache,
+                                       quiet=quiet)
+    frame = with_embeddings(frame.drop("embedding", strict=False), vectors)
+    timings["embed"] = time.perf_counter() - start
+    extra = {
+        "skipped_files": [dataclasses.asdict(f) for f in extracted.skipped],
+        "extract": {k: v for k, v in extracted.manifest().items() if k != "skipped_files"},
+        "embedding_cache": cache_stats.to_dict(),
+        "embedder": embedder_record(model),
+        "source": "documents",
+    }
+    return frame, model.name, extra
+
+
+# ----------------------------------------------------------------------------- the job
+
+
+def _as_inputs(source: Source) -> tuple[list[pa.Table], list[Path]]:
+    if isinstance(source, (pl.DataFrame, pl.LazyFrame, pa.Table)):
+        return [_arrow_of(source)], []
+    if isinstance(source, (str, Path)):
+        return [], [Path(source)]
+    if isinstance(source, Sequence) and source and all(
+            isinstance(s, (pl.DataFrame, pl.LazyFrame, pa.Table)) for s in source):
+        return [_arrow_of(s) for s in source], []  # type: ignore[arg-type]
+    if isinstance(source, Sequence) and all(isinstance(s, (str, Path)) for s in source):
+        return [], [Path(s) for s in source]  # type: ignore[arg-type]
+    raise InputError(
+        f"cannot ingest a {type(source).__name__}; pass a polars DataFrame or LazyFrame, a "
+        "pyarrow Table, Parquet / Arrow IPC file path(s), or document files / folders")
+
+
+def ingest_to_store(
+    source: Source,
+    out: str | Path,
+    config: DedupConfig | None = None,
+    *,
+    threads: int | None = None,
+    buckets: int = DEFAULT_BUCKETS,
+    engine: str = "local",
+    ray_address: str | None = None,
+    embedder: str | Embedder | None = None,
+    embedding_model: str | None = None,
+    language_from_path: str | None = None,
+    key_columns: Sequence[str] | None = None,
+    skip_bad_files: bool = False,
+    root: str | Path | None = None,
+    detect_keys: bool = True,
+    doc_version_from_path: str | None = None,
+    scorer: SalienceScorer | None = None,
+    quiet: bool = False,
+    indexes: bool | Sequence[IndexBuilder] = True,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> JobResult:
+    """Deduplicate ``source`` inside each document and write it as a new version of the store
+    at ``out``, switched to atomically; returns the :class:`JobResult` of that version.
+
+    ``source``: a segments table (DataFrame, LazyFrame, Arrow table), Parquet / Arrow IPC
+    segments files, or document files and folders (Markdown, text, HTML, CSV/TSV, JSONL),
+    which are extracted (``language_from_path``, ``key_columns``, ``skip_bad_files``;
+    ``doc_id`` relative to ``root``) and embedded with ``embedder`` through the store's
+    embedding cache first. Tables are never embedded (SPEC §3); ``embedding_model`` names the
+    model their embeddings came from. Salience is scored (``scorer``, default SPEC §3) when
+    the input has none. ``indexes``: the index builders (default: BM25), or False for none.
+    ``memory_budget``: Parquet inputs up to this many uncompressed bytes are read whole
+    instead of partitioned to disk first (local engine; 0 always partitions).
+    """
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}; choose 'local' or 'ray'")
+    if buckets < 1:
+        raise StoreError(f"buckets must be >= 1, got {buckets}")
+    start = time.perf_counter()
+    cfg = resolve_config(config)
+    store_root = Path(out)
+    tables, paths = _as_inputs(source)
+    timings: dict[str, float] = {}
+    extra: dict[str, Any] = {"engine": engine}
+    model = embedding_model
+    names = [str(p) for p in paths] if paths else [f"<table {i}>" for i in range(len(tables))]
+    if paths and any(is_documents_input(p) for p in paths):
+        for p in paths:
+            if not p.exists():
+                raise InputError(f"input {p} does not exist; check the path")
+        prepare_root(store_root)
+        frame, model, doc_extra = _documents_table(
+            paths, store_root, embedder=embedder, language_from_path=language_from_path,
+            key_columns=key_columns, skip_bad_files=skip_bad_files, root=root, quiet=quiet,
+            timings=timings, detect_keys=detect_keys,
+            doc_version_from_path=doc_version_from_path)
+        extra.update(doc_extra)
+        tables, paths = [frame.to_arrow()], []
+    elif paths:
+        check_inputs(paths)
+    builders = default_indexes() if indexes is True else list(indexes or [])
+    # Workers get stateless copies of the builders (a Ray task pickles what it is given; the
+    # writer's builders accumulate the buckets).
+    job = BucketJob(cfg, threads, tuple(_encoder_of(b) for b in builders), scorer)
+    writer = StoreWriter(store_root, buckets=buckets, config=cfg, inputs=names,
+                         embedding_model=model, extra=extra, indexes=builders)
+    inputs: Sequence[Path] | Sequence[pa.Table] = tables if tables else paths
+    budget = memory_budget if engine == "local" else 0  # Ray tasks read files
+    sums: dict[str, float] = {}
+    with writer, bucket_source(inputs, buckets, store_root, budget,
+                               in_memory=engine == "local") as src:
+        timings["partition"] = time.perf_counter() - start - sum(timings.values())
+        stream = _local(src, job) if engine == "local" else _ray(src, job, ray_address)
+        documents: list[pl.DataFrame] = []
+        with progress.spinner("deduplicating", quiet=quiet):
+            for bucket_out, summary in stream:
+                writer.add(bucket_out)
+                documents.append(summary.documents)
+                for key, value in summary.timings.items():
+                    sums[key] = sums.get(key, 0.0) + value
+            if not documents:  # empty corpus: an empty bucket 0, as for a whole empty result
+                done = process_bucket(src, 0, job, force=True)
+                assert done is not None
+                writer.add(done[0])
+                documents.append(done[1].documents)
+        with progress.spinner("writing the store", quiet=quiet):
+            writer.commit(documents=pl.concat(documents, how="vertical_relaxed"),
+                          timings=_timings({**timings, **sums}))
+    timings.update(sums)
+    # The writer's own time: file writes and checksums, the index builders' merge and finish
+    # (beside the workers' tokenizing), and the commit.
+    timings["write"] = writer.timings["write"]
+    timings["index"] = sums.get("index", 0.0) + writer.timings["index"]
+    timings["commit"] = writer.timings["commit"]
+    timings["total"] = time.perf_counter() - start
+    return JobResult(open_store(store_root), _timings(timings), cfg)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def write_store(
+    result: IngestionResult,
+    root: str | Path,
+    *,
+    buckets: int = DEFAULT_BUCKETS,
+    inputs: Sequence[str] = (),
+    embedding_model: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+    hooks: Sequence[Callable[[Path, pl.DataFrame], Any]] = (),
+    indexes: bool = True,
+) -> Path:
+    """Write an in-memory :func:`arrowdedup.ingest` result as a new store version through
+    the same writer and indexes as :func:`ingest_to_store`; returns the version directory.
+
+    ``hooks`` are extra callables ``hook(version_dir, kept_frame)`` run before the manifest
+    (the kept segments in store order, without embeddings).
+    """
+    if buckets < 1:
+        raise StoreError(f"buckets must be >= 1, got {buckets}")
+    kept, decisions = result.kept, result.decisions
+    kept_bucket = bucket_of(kept.get_column("doc_id").cast(pl.String).to_arrow(), buckets)
+    dec_bucket = bucket_of(decisions.get_column("doc_id").cast(pl.String).to_arrow(), buckets)
+    kept_order = np.argsort(kept_bucket, kind="stable")
+    dec_order = np.argsort(dec_bucket, kind="stable")
+    kept_bounds = np.searchsorted(kept_bucket[kept_order], np.arange(buckets + 1))
+    dec_bounds = np.searchsorted(dec_bucket[dec_order], np.arange(buckets + 1))
+    builders: list[Any] = default_indexes() if indexes else []
+    builders += [_HookIndex(h) for h in hooks]
+    writer = StoreWriter(root, buckets=buckets, config=result.config, inputs=inputs,
+                         embedding_model=embedding_model, extra=extra, indexes=builders)
+    from .vectors import input_rows
+
+    with writer, input_rows(result.original_count):
+        for b in range(buckets):
+            k_rows = kept_order[kept_bounds[b]:kept_bounds[b + 1]]
+            d_rows = dec_order[dec_bounds[b]:dec_bounds[b + 1]]
+            if k_rows.size == 0 and d_rows.size == 0 and not (b == 0 and kept.height == 0):
+                continue
+            writer.add(encode_bucket(b, kept[k_rows], decisions[d_rows], None,
+                                     result.embedding_dim, builders))
+        return writer.commit(
+            documents=result.documents, timings=result.timings,
+            counts={"documents": result.documents.height,
+                    "segments_in": result.original_count, "segments_kept": result.final_count},
+        )
+
+
+class _HookIndex:
+    """A ``hook(version_dir, kept_frame)`` callable as an index builder."""
+
+    def __init__(self, hook: Callable[[Path, pl.DataFrame], Any]) -> None:
+        self.hook = hook
+        self.name = f"hook-{id(hook)}"
+        self.frames: list[pl.DataFrame] = []
+
+    def encode(self, kept: pl.DataFrame) -> pl.DataFrame:
+        return kept
+
+    def add(self, part: pl.DataFrame | None, rows: int) -> None:
+        if part is not None:
+            self.frames.append(part)
+
+    def finish(self, version_dir: Path) -> None:
+        frame = pl.concat(self.frames, how="vertical") if self.frames else pl.DataFrame()
+        self.hook(version_dir, frame)

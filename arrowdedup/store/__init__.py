@@ -1,0 +1,65 @@
+"""The store: versioned, bucketed by a hash of ``doc_id``, swapped in atomically.
+
+- :mod:`.layout`: the on-disk layout (documented there) and its names;
+- :mod:`.lock`: the writer's ``fcntl.flock`` lock;
+- :mod:`.atomic`: the one atomic-write helper (also used by the embedding cache, the
+  retrieval log and ``extract``);
+- :mod:`.writer`: :class:`StoreWriter`, bucket by bucket, then one atomic switch;
+- :mod:`.reader`: :func:`open_store` and :class:`Store` (LazyFrames and stored vectors).
+
+The store imports neither ingestion nor retrieval: the job path (:mod:`arrowdedup.job`)
+registers the indexes a version gets.
+"""
+
+from .atomic import atomic_path, atomic_write_bytes, atomic_write_text
+from .layout import (
+    CURRENT,
+    DEFAULT_BUCKETS,
+    FORMAT_VERSION,
+    INV_NORM,
+    KEEP_VERSIONS,
+    VERSIONS,
+    bucket_of,
+)
+from .lock import LOCK, store_lock
+from .reader import Store, StoredVectors, current_manifest, current_version, open_store
+from .writer import (
+    CHECKSUM,
+    PAUSE_ENV,
+    BucketOutput,
+    IndexBuilder,
+    StoreWriter,
+    checksum_file,
+    encode_bucket,
+    prepare_root,
+    sha256_file,
+)
+
+__all__ = [
+    "CHECKSUM",
+    "CURRENT",
+    "DEFAULT_BUCKETS",
+    "FORMAT_VERSION",
+    "INV_NORM",
+    "KEEP_VERSIONS",
+    "LOCK",
+    "PAUSE_ENV",
+    "VERSIONS",
+    "BucketOutput",
+    "IndexBuilder",
+    "Store",
+    "StoreWriter",
+    "StoredVectors",
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "bucket_of",
+    "checksum_file",
+    "current_manifest",
+    "current_version",
+    "encode_bucket",
+    "open_store",
+    "prepare_root",
+    "sha256_file",
+    "store_lock",
+]

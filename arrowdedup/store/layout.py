@@ -1,0 +1,61 @@
+"""Names and constants of the on-disk layout shared by the writer, the reader and ``verify``.
+
+Layout of a store directory (format 2)::
+
+    STORE/
+      current -> versions/<run_id>     symlink, replaced by an atomic rename (the pointer)
+      versions/<run_id>/
+        manifest.json                   written last inside the version
+        documents.parquet
+        segments/part-00003.parquet     kept segments, every column but the embedding
+        embeddings/part-00003.arrow     the kept embeddings as given (uncompressed Arrow IPC,
+                                        memory-mapped by readers) and their float32
+                                        inverse norms (column ``inv_norm``)
+        decisions/part-00003.parquet    one row per input segment
+        bm25/                           indexes the job path registered (BM25)
+      cache/                            embedding cache (kept across versions)
+      retrieval_log/                    one Parquet file per search (kept across versions)
+      .lock                             the writer's flock (and pid) while a run writes
+
+Each vector is stored once: retrieval scores the stored embeddings times their inverse norms,
+which is the cosine at the speed of unit vectors. Format 1 stores (which also kept a
+``vectors.npy`` of unit vectors) are still read.
+
+A version directory is immutable once ``current`` points at it; a later run (or a future
+update, delete or rollback) writes a new version beside it and moves the pointer, so readers
+see one version whole, and a killed run leaves the old one. Because dedup is per document and
+a document lives in one bucket, an update re-decides the buckets it touches only: its version
+can hard-link the untouched bucket files of the previous one (immutable, checksummed in both
+manifests) and write new ones (or delta files and tombstones) for the rest; rollback is moving
+``current`` back. Every such operation returns :class:`arrowdedup.job.JobResult`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
+DEFAULT_BUCKETS = 16
+KEEP_VERSIONS = 2
+CURRENT = "current"
+VERSIONS = "versions"
+SEGMENTS = "segments"
+DECISIONS = "decisions"
+EMBEDDINGS = "embeddings"
+DOCUMENTS = "documents.parquet"
+MANIFEST = "manifest.json"
+INV_NORM = "inv_norm"
+PART_DIRS = (SEGMENTS, DECISIONS, EMBEDDINGS)
+
+
+def part_name(bucket: int) -> str:
+    return f"part-{bucket:05d}"
+
+
+def bucket_of(doc_ids: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray:
+    """The bucket of each row: XXH64 of the doc id modulo the bucket count."""
+    from ..hashing import xxh64
+
+    return (xxh64(doc_ids) % np.uint64(buckets)).astype(np.int64)

@@ -1,0 +1,261 @@
+"""Reading a store: the current version, pinned at open time, and its frames and vectors."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from ..errors import StoreError
+from .layout import (
+    CURRENT,
+    DECISIONS,
+    DOCUMENTS,
+    EMBEDDINGS,
+    INV_NORM,
+    MANIFEST,
+    READABLE_FORMATS,
+    SEGMENTS,
+)
+
+
+def current_version(root: Path) -> Path | None:
+    link = root / CURRENT
+    if not link.exists():
+        return None
+    return (root / os.readlink(link)).resolve() if link.is_symlink() else link.resolve()
+
+
+def current_manifest(root: Path) -> dict[str, Any] | None:
+    version = current_version(root)
+    if version is None:
+        return None
+    return read_manifest(version)
+
+
+def read_manifest(version: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((version / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise StoreError(f"manifest of {version} is missing or damaged ({err}); "
+                         "run `arrowdedup verify` or re-ingest") from err
+    if not isinstance(data, dict):
+        raise StoreError(f"manifest of {version} is not a JSON object; re-ingest")
+    return data
+
+
+def _mapped_table(path: Path) -> pa.Table:
+    with pa.memory_map(str(path), "r") as source:
+        return ipc.open_file(source).read_all()
+
+
+class StoredVectors:
+    """The kept embeddings of one version as stored — one memory-mapped matrix per bucket
+    file, in store order — with their inverse norms.
+
+    ``scores(q)`` is the cosine of every stored row with each unit query (``E @ q`` times the
+    inverse norm: the speed of stored unit vectors without storing them twice); ``unit(rows)``
+    gives unit vectors of a few rows (zero rows where a segment has no usable embedding).
+    """
+
+    def __init__(self, parts: list[np.ndarray], inv_norm: np.ndarray) -> None:
+        self.parts = parts
+        self.inv_norm = inv_norm
+        self.offsets = np.concatenate([[0], np.cumsum([p.shape[0] for p in parts])]) \
+            .astype(np.int64)
+        self.dim = int(parts[0].shape[1]) if parts else 0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return int(self.offsets[-1]), self.dim
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    # Array-like access to the *unit* vectors (what format 1 stored in vectors.npy): an index,
+    # a slice, a list or an array of rows, a boolean mask; ``np.asarray`` gives all of them.
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, (int, np.integer)):
+            i = int(key) + (len(self) if key < 0 else 0)
+            if not 0 <= i < len(self):
+                raise IndexError(f"row {key} out of range for {len(self)} vectors")
+            return self.unit(np.array([i]))[0]
+        if isinstance(key, slice):
+            return self.unit(np.arange(len(self))[key])
+        rows = np.asarray(key)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        return self.unit(rows.astype(np.int64))
+
+    def __iter__(self) -> Any:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.unit(np.arange(len(self)))
+        return out if dtype is None else out.astype(dtype)
+
+    def scores(self, queries: np.ndarray) -> np.ndarray:
+        """(n, m) cosines of every stored row with each unit query (rows without a usable
+        embedding score 0)."""
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        pieces = [np.asarray(p @ q.T, dtype=np.float32) for p in self.parts]
+        out = np.concatenate(pieces) if pieces else np.zeros((0, q.shape[0]), np.float32)
+        out *= self.inv_norm[:, None]
+        out[self.inv_norm == 0] = 0.0  # a null slot's values are unspecified (may be NaN)
+        return out
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """The stored embeddings of ``rows`` as float32 (as given)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.zeros((rows.shape[0], self.dim), dtype=np.float32)
+        part = np.searchsorted(self.offsets, rows, side="right") - 1
+        for p in np.unique(part).tolist():
+            hit = part == p
+            out[hit] = self.parts[p][rows[hit] - self.offsets[p]]
+        return out
+
+    def unit(self, rows: np.ndarray) -> np.ndarray:
+        """Unit float32 vectors of ``rows`` (zero rows where not usable)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        inv = self.inv_norm[rows]
+        out = self.rows(rows) * inv[:, None]
+        out[inv == 0] = 0.0
+        return out
+
+
+def _part_vectors(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(matrix as stored, inverse norms) of one embeddings file; the matrix is a zero-copy
+    memory map when the column is a fixed-size list without nulls inside its values."""
+    from ..vectors import embeddings_from, fixed_size_values, inverse_norms
+
+    table = _mapped_table(path)
+    column = table.column("embedding")
+    matrix = fixed_size_values(column)
+    inv: np.ndarray | None = None
+    if INV_NORM in table.column_names:
+        inv = np.asarray(table.column(INV_NORM).to_numpy(), dtype=np.float32)
+    if matrix is None:
+        frame = pl.from_arrow(table.select(["embedding"]))
+        assert isinstance(frame, pl.DataFrame)
+        emb = embeddings_from(frame)
+        assert emb is not None
+        matrix = emb.matrix
+        if inv is None:
+            inv = inverse_norms(matrix, emb.sq_norm)
+            inv[~emb.usable] = 0.0
+    if inv is None:  # format 1: no stored inverse norms
+        inv = inverse_norms(matrix)
+        if column.null_count:
+            inv[~np.asarray(column.is_valid().to_numpy(zero_copy_only=False), bool)] = 0.0
+    return matrix, inv
+
+
+class Store:
+    """One version of a store, pinned at open time (a later ingest does not change it)."""
+
+    def __init__(self, root: Path, version: Path, manifest: dict[str, Any]) -> None:
+        self.root = root
+        self.version = version
+        self.manifest = manifest
+        fmt = manifest.get("format_version")
+        if fmt not in READABLE_FORMATS:
+            raise StoreError(
+                f"store {root} has format version {fmt}; this arrowdedup reads versions "
+                f"{', '.join(map(str, READABLE_FORMATS))}: re-ingest with this version"
+            )
+        self._vectors: StoredVectors | bool | None = False
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r}, run_id={self.run_id!r})"
+
+    @property
+    def run_id(self) -> str:
+        """The id of this version (its directory name)."""
+        return str(self.manifest.get("run_id", self.version.name))
+
+    @property
+    def config(self) -> Any:
+        from ..config import DedupConfig
+
+        return DedupConfig.from_json(self.manifest["config"])
+
+    @property
+    def embedding_model(self) -> str | None:
+        return (self.manifest.get("embedding") or {}).get("model")
+
+    @property
+    def embedding_dim(self) -> int | None:
+        return (self.manifest.get("embedding") or {}).get("dim")
+
+    def _files(self, sub: str, ext: str) -> list[Path]:
+        return sorted((self.version / sub).glob(f"part-*.{ext}"))
+
+    def segments(self, *, with_embeddings: bool = True) -> pl.LazyFrame:
+        """Kept segments (embeddings joined back when stored), in store order."""
+        parts = self._files(SEGMENTS, "parquet")
+        if not parts:
+            raise StoreError(f"store {self.root} has no segment files; re-ingest")
+        frames = []
+        for path in parts:
+            lf = pl.scan_parquet(path)
+            emb_path = self.version / EMBEDDINGS / (path.stem + ".arrow")
+            if with_embeddings and emb_path.exists():
+                lf = pl.concat([lf, pl.scan_ipc(emb_path).select("embedding")],
+                               how="horizontal")
+            frames.append(lf)
+        return pl.concat(frames, how="vertical")
+
+    def decisions(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self._files(DECISIONS, "parquet"))
+
+    def documents(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.version / DOCUMENTS)
+
+    def vectors(self) -> StoredVectors | None:
+        """The kept embeddings in store order with their inverse norms (memory-mapped);
+        ``None`` when the version stores no embeddings."""
+        if self._vectors is False:
+            files = self._files(EMBEDDINGS, "arrow")
+            if not files:
+                self._vectors = None
+            else:
+                loaded = [_part_vectors(p) for p in files]
+                dims = {m.shape[1] for m, _ in loaded if m.shape[0]}
+                if len(dims) > 1:
+                    raise StoreError(f"store {self.root}: embedding files of dimensions "
+                                     f"{sorted(dims)}; the version is damaged, re-ingest")
+                self._vectors = StoredVectors([m for m, _ in loaded],
+                                              np.concatenate([i for _, i in loaded]))
+        return self._vectors  # type: ignore[return-value]
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / "cache"
+
+    @property
+    def retrieval_log_dir(self) -> Path:
+        return self.root / "retrieval_log"
+
+
+def open_store(path: str | Path | Store) -> Store:
+    """Open the current version of the store at ``path``."""
+    if isinstance(path, Store):
+        return path
+    root = Path(path)
+    if not root.exists():
+        raise StoreError(
+            f"no store at {root}; create one with `arrowdedup ingest ... --out {root}`")
+    version = current_version(root)
+    if version is None or not version.is_dir():
+        raise StoreError(
+            f"{root} is not an arrowdedup store (no '{CURRENT}' version); "
+            f"create one with `arrowdedup ingest ... --out {root}`"
+        )
+    return Store(root, version, read_manifest(version))

@@ -1,0 +1,490 @@
+"""Writing a store version bucket by bucket, then switching ``current`` to it atomically.
+
+A run builds a new version beside the old one and switches ``current`` with one rename, so a
+reader sees the old or the new version, never a mix, and a killed run leaves the old one.
+Each document lives wholly in one bucket (``xxh64(doc_id) % buckets``); rows keep input
+order inside a bucket, so identical runs write identical bytes.
+
+The writer knows nothing of ingestion or retrieval: it writes encoded buckets
+(:func:`encode_bucket`, pure, run by the job's workers) and runs the *index builders* the job
+path registers (objects with a ``name``, ``add(part, rows)`` per bucket and
+``finish(version_dir)``; their per-bucket ``part`` is computed by the worker and carried in
+:attr:`BucketOutput.index_parts`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import errno
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from ..errors import SchemaError, StoreError
+from .atomic import fsync_dir, fsync_file
+from .layout import (
+    CURRENT,
+    DECISIONS,
+    DEFAULT_BUCKETS,
+    DOCUMENTS,
+    EMBEDDINGS,
+    FORMAT_VERSION,
+    INV_NORM,
+    KEEP_VERSIONS,
+    MANIFEST,
+    READABLE_FORMATS,
+    SEGMENTS,
+    VERSIONS,
+    part_name,
+)
+from .lock import LOCK, store_lock
+from .reader import current_manifest
+
+__all__ = ["CHECKSUM", "DEFAULT_BUCKETS", "PAUSE_ENV", "BucketOutput", "IndexBuilder",
+           "StoreWriter", "checksum_bytes", "checksum_file", "encode_bucket", "prepare_root",
+           "sha256_file"]
+
+# A test-only hook for the crash tests (issue 8): with ARROWDEDUP_TEST_PAUSE_AT=<point> in the
+# environment, the writer announces the point on stderr and sleeps there (60 s at most), so a
+# test can SIGKILL it at a known step. Points, in order: locked, files-written,
+# manifest-written, renamed, switched. Unset (always, outside tests) it costs one dict lookup.
+PAUSE_ENV = "ARROWDEDUP_TEST_PAUSE_AT"
+
+
+def _pause_point(point: str) -> None:
+    if os.environ.get(PAUSE_ENV) == point:
+        import sys
+
+        print(f"arrowdedup-test-pause {point}", file=sys.stderr, flush=True)
+        time.sleep(60)
+
+
+class IndexBuilder(Protocol):
+    """An index built while a version is written (registered by the job path)."""
+
+    name: str
+
+    def encode(self, kept: pl.DataFrame) -> Any: ...
+
+    def add(self, part: Any, rows: int) -> None: ...
+
+    def finish(self, version_dir: Path) -> Any: ...
+
+
+# The manifest's file checksums: XXH3-128 (about 6x faster than SHA-256 here; a checksum
+# against damage, not a signature). Format 1 stores used SHA-256 ("checksum" absent).
+CHECKSUM = "xxh3_128"
+
+
+def _hasher(algo: str) -> Any:
+    if algo == "sha256":
+        return hashlib.sha256()
+    if algo == "xxh3_128":
+        import xxhash
+
+        return xxhash.xxh3_128()
+    raise StoreError(f"unknown checksum algorithm {algo!r} in the manifest; re-ingest")
+
+
+def checksum_bytes(data: Any, algo: str = CHECKSUM) -> str:
+    h = _hasher(algo)
+    h.update(data)
+    return str(h.hexdigest())
+
+
+def checksum_file(path: Path, algo: str = CHECKSUM) -> str:
+    """Hex digest of a file, read in 4 MiB blocks."""
+    h = _hasher(algo)
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return str(h.hexdigest())
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file (the checksums of format 1 stores)."""
+    return checksum_file(path, "sha256")
+
+
+def prepare_root(root: Path) -> None:
+    """Create the store directory, refusing a path that cannot be a store."""
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"store path {root} is a file; choose a directory path for --out")
+    if root.is_dir() and any(root.iterdir()) and not (root / VERSIONS).is_dir() \
+            and not (root / CURRENT).exists() and not (root / LOCK).exists():
+        raise StoreError(
+            f"{root} is a non-empty directory that is not an arrowdedup store; choose an empty "
+            "or new directory, or an existing store"
+        )
+    try:
+        (root / VERSIONS).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise StoreError(f"cannot create the store at {root}: {err.strerror}; "
+                         "choose a writable location") from err
+
+
+def check_compatible(previous: Mapping[str, Any], dim: int | None,
+                     model: str | None, root: Path) -> None:
+    """Refuse a run whose embeddings cannot live beside the store's (SPEC §9)."""
+    fmt = previous.get("format_version")
+    if fmt not in READABLE_FORMATS:
+        raise StoreError(
+            f"store {root} has format version {fmt}, this arrowdedup writes {FORMAT_VERSION}; "
+            "write to a new store directory"
+        )
+    old = previous.get("embedding") or {}
+    old_model, old_dim = old.get("model"), old.get("dim")
+    if old_model and model and old_model != model:
+        raise StoreError(
+            f"store {root} was built with embedding model {old_model!r}, this run uses "
+            f"{model!r}; embeddings of two models must not mix (SPEC §9): re-ingest everything "
+            "into a new store, or use the same embedder"
+        )
+    if old_dim and dim and old_dim != dim:
+        raise StoreError(
+            f"store {root} holds {old_dim}-d embeddings, this run has {dim}-d; "
+            "write to a new store, or use the store's embedder"
+        )
+
+
+def _switch_current(root: Path, version: Path) -> None:
+    link = root / CURRENT
+    tmp_link = root / f".{CURRENT}.{uuid.uuid4().hex}"
+    os.symlink(Path(VERSIONS) / version.name, tmp_link)
+    os.replace(tmp_link, link)
+    fsync_dir(root)
+
+
+def _collect_garbage(root: Path, keep: Path) -> None:
+    versions = sorted(
+        (p for p in (root / VERSIONS).iterdir() if p.is_dir() and not p.name.startswith(".")),
+        key=lambda p: p.name,
+    )
+    for old in versions[:-KEEP_VERSIONS]:
+        if old != keep:
+            shutil.rmtree(old, ignore_errors=True)
+    for tmp in (root / VERSIONS).glob(".tmp-*"):
+        # Left by a killed run; ours are renamed away already (we hold the lock).
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclasses.dataclass
+class BucketOutput:
+    """One bucket, encoded and ready to write: what a worker (thread or Ray task) returns."""
+
+    bucket: int
+    files: list[tuple[str, Any, int]]  # (path in the version, file bytes or buffer, rows)
+    kept_rows: int
+    embedding_dim: int | None
+    documents: pa.Table | None
+    counts: dict[str, int]
+    segment_id_hashes: np.ndarray  # XXH64 of every input segment_id (global uniqueness)
+    index_parts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def parquet_bytes(table: pa.Table) -> pa.Buffer:
+    """The Parquet file of ``table`` in memory (an Arrow buffer: written and hashed through
+    the buffer protocol, without a copy into a bytes object)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", row_group_size=128 * 1024,
+                   write_statistics=True, store_schema=True)
+    return sink.getvalue()
+
+
+def ipc_bytes(table: pa.Table) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def embeddings_table(kept: pl.DataFrame) -> tuple[pa.Table, int | None]:
+    """The kept embedding column as given (one chunk) and its float32 inverse norms."""
+    from ..vectors import embeddings_from, fixed_size_values, inverse_norms
+
+    column = kept.get_column("embedding").rechunk().to_arrow()
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    # float32 without nulls: the values embeddings_from would copy, read in place (other
+    # types go through it, so every bucket computes its norms from the same float32 values).
+    view = fixed_size_values(column) if column.null_count == 0 else None
+    if view is not None and view.dtype != np.float32:
+        view = None
+    dim: int | None
+    if view is not None:  # the common case: norms straight off the Arrow buffer, no copy
+        inv = inverse_norms(view)
+        dim = int(view.shape[1])
+    else:
+        emb = embeddings_from(kept.select("embedding"))
+        if emb is None or emb.dim == 0:
+            inv = np.zeros(kept.height, dtype=np.float32)
+            dim = None
+        else:
+            inv = inverse_norms(emb.matrix, emb.sq_norm)
+            inv[~emb.usable] = 0.0
+            dim = emb.dim
+    table = pa.table({"embedding": column, INV_NORM: pa.array(inv, type=pa.float32())})
+    return table, dim
+
+
+def encode_bucket(
+    bucket: int,
+    kept: pl.DataFrame,
+    decisions: pl.DataFrame,
+    documents: pl.DataFrame | None,
+    embedding_dim: int | None,
+    indexes: Sequence[IndexBuilder] = (),
+) -> BucketOutput:
+    """Serialise one bucket's kept rows and decisions (rows in input order inside the bucket)
+    and the builders' parts; pure: equal inputs give equal bytes, in any process."""
+    from ..hashing import xxh64
+
+    t0 = time.perf_counter()
+    name = part_name(bucket)
+    has_embedding = "embedding" in kept.columns
+    seg = kept.drop("embedding") if has_embedding else kept
+    files = [(f"{SEGMENTS}/{name}.parquet", parquet_bytes(seg.to_arrow()), kept.height),
+             (f"{DECISIONS}/{name}.parquet", parquet_bytes(decisions.to_arrow()),
+              decisions.height)]
+    dim = None
+    if has_embedding:
+        table, dim = embeddings_table(kept)
+        files.append((f"{EMBEDDINGS}/{name}.arrow", ipc_bytes(table), kept.height))
+    counts = {str(a): int(c) for a, c in
+              decisions.get_column("action").value_counts().iter_rows()}
+    timings = {"encode": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    parts = {builder.name: builder.encode(seg) for builder in indexes}
+    timings["index"] = time.perf_counter() - t0
+    return BucketOutput(
+        bucket=bucket, files=files, kept_rows=kept.height,
+        embedding_dim=dim or embedding_dim,
+        documents=documents.to_arrow() if documents is not None else None, counts=counts,
+        segment_id_hashes=xxh64(decisions.get_column("segment_id").cast(pl.String).to_arrow()),
+        index_parts=parts, timings=timings,
+    )
+
+
+class StoreWriter:
+    """Write one new store version bucket by bucket, then switch to it atomically.
+
+    Use as a context manager: ``__enter__`` takes the lock and creates the temporary version
+    directory; :meth:`add` writes one encoded bucket (increasing bucket order) and hands its
+    index parts to the builders; :meth:`commit` writes ``documents.parquet``, finishes the
+    indexes, checksums and fsyncs everything, writes the manifest, renames the directory into
+    place and switches ``current``. Leaving the block without a commit (an error, a signal)
+    removes the temporary directory and keeps the previous version. Data files are hashed from
+    memory as they are written.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        buckets: int = DEFAULT_BUCKETS,
+        config: Any,
+        inputs: Sequence[str] = (),
+        embedding_model: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        indexes: Sequence[IndexBuilder] = (),
+    ) -> None:
+        if buckets < 1:
+            raise StoreError(f"buckets must be >= 1, got {buckets}")
+        self.root = Path(root)
+        self.buckets = buckets
+        self.config = config
+        self.inputs = list(inputs)
+        self.embedding_model = embedding_model
+        self.extra = dict(extra or {})
+        self.indexes = tuple(indexes)
+        self.files: dict[str, dict[str, Any]] = {}
+        self.counts: dict[str, int] = {}
+        self.documents: list[pa.Table] = []
+        self.written: list[Path] = []
+        self.dim: int | None = None
+        self.kept_rows = 0
+        self.timings: dict[str, float] = {"write": 0.0, "index": 0.0, "commit": 0.0}
+        self._last_bucket = -1
+        self._id_hashes: list[np.ndarray] = []
+        self._stack = contextlib.ExitStack()
+        self.tmp: Path | None = None
+        self.final: Path | None = None
+        self.previous: dict[str, Any] | None = None
+        self.run_id = ""
+
+    def __enter__(self) -> StoreWriter:
+        prepare_root(self.root)
+        self._stack.enter_context(store_lock(self.root))
+        try:
+            _pause_point("locked")
+            self.previous = current_manifest(self.root)
+            if self.previous is not None:
+                check_compatible(self.previous, None, self.embedding_model, self.root)
+            self.run_id = (dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-"
+                           + uuid.uuid4().hex[:8])
+            self.tmp = self.root / VERSIONS / f".tmp-{self.run_id}"
+            self.final = self.root / VERSIONS / self.run_id
+            self.tmp.mkdir()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
+        try:
+            if self.tmp is not None and self.tmp.exists():
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        finally:
+            self._stack.close()
+        if isinstance(err, OSError):
+            hint = "free some disk space" if err.errno == errno.ENOSPC else \
+                "check the permissions and free space of the store location"
+            raise StoreError(f"writing the store {self.root} failed ({err.strerror or err}); "
+                             f"the previous version is intact; {hint}") from err
+
+    def _write(self, rel: str, data: bytes | pa.Buffer, rows: int | None) -> None:
+        assert self.tmp is not None
+        path = self.tmp / rel
+        path.parent.mkdir(exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(data)
+        self.written.append(path)
+        self.files[rel] = {"rows": rows, CHECKSUM: checksum_bytes(data)}
+
+    def add(self, out: BucketOutput) -> None:
+        """Write one encoded bucket (buckets in increasing order, each at most once)."""
+        if out.bucket <= self._last_bucket:
+            raise StoreError(f"bucket {out.bucket} written out of order (after "
+                             f"{self._last_bucket})")
+        self._last_bucket = out.bucket
+        t0 = time.perf_counter()
+        for rel, data, rows in out.files:
+            self._write(rel, data, rows)
+        self.timings["write"] += time.perf_counter() - t0
+        if out.embedding_dim:
+            if self.dim is None:
+                self.dim = int(out.embedding_dim)
+            elif out.embedding_dim != self.dim:
+                raise StoreError(f"bucket embeddings are {out.embedding_dim}-d, earlier "
+                                 f"buckets {self.dim}-d; every segment of one store needs "
+                                 "one dimension")
+        t0 = time.perf_counter()
+        for builder in self.indexes:
+            builder.add(out.index_parts.get(builder.name), out.kept_rows)
+        self.timings["index"] += time.perf_counter() - t0
+        self.kept_rows += out.kept_rows
+        if out.documents is not None:
+            self.documents.append(out.documents)
+        for key, value in out.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + value
+        self._id_hashes.append(out.segment_id_hashes)
+
+    def commit(
+        self,
+        *,
+        documents: pl.DataFrame | None = None,
+        timings: Mapping[str, float] | None = None,
+        counts: Mapping[str, int] | None = None,
+    ) -> Path:
+        """Finish the version and switch ``current`` to it; returns the version directory.
+
+        ``documents`` (default: the buckets' document tables, in bucket order) can be given
+        by a caller that holds them whole.
+        """
+        assert self.tmp is not None and self.final is not None
+        from concurrent.futures import ThreadPoolExecutor
+
+        t_commit = time.perf_counter()
+        _check_unique_ids(self._id_hashes, self.tmp)
+        if self._last_bucket < 0:  # an empty input still gets an (empty) bucket 0
+            raise StoreError("no bucket was written; nothing to commit")
+        if self.previous is not None:
+            check_compatible(self.previous, self.dim, self.embedding_model, self.root)
+        doc_table = documents.to_arrow() if documents is not None else (
+            pa.concat_tables(self.documents) if self.documents else None)
+        if doc_table is not None:
+            self._write(DOCUMENTS, parquet_bytes(doc_table), doc_table.num_rows)
+        t0 = time.perf_counter()
+        for builder in self.indexes:
+            builder.finish(self.tmp)
+        t_index = time.perf_counter() - t0
+        self.timings["index"] += t_index
+        ours = set(self.written)
+        indexed = sorted(p for p in self.tmp.rglob("*") if p.is_file() and p not in ours)
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(fsync_file, [*self.written, *indexed]))
+            # Files the builders wrote (the BM25 index) are checksummed like the data files,
+            # so `verify` notices a damaged index too; they have no row count.
+            for path, digest in zip(indexed, pool.map(checksum_file, indexed), strict=True):
+                self.files[path.relative_to(self.tmp).as_posix()] = {"rows": None,
+                                                                     CHECKSUM: digest}
+        manifest_counts = dict(counts) if counts is not None else {
+            "documents": doc_table.num_rows if doc_table is not None else 0,
+            "segments_in": int(sum(h.shape[0] for h in self._id_hashes)),
+            "segments_kept": self.counts.get("kept", 0),
+        }
+        manifest_counts.update(self.counts)
+        manifest = {
+            "buckets": self.buckets, "files": dict(sorted(self.files.items())),
+            "checksum": CHECKSUM,
+            "counts": manifest_counts,
+            "format_version": FORMAT_VERSION,
+            "run_id": self.run_id,
+            "created_at": dt.datetime.now(dt.UTC).isoformat(),
+            "config": self.config.to_dict(),
+            "embedding": {"dim": self.dim, "model": self.embedding_model},
+            "indexes": [b.name for b in self.indexes],
+            # What the caller measured, plus this writer's file writes and index work so far
+            # (the commit itself and the total are known only after the manifest).
+            "timings": {**dict(timings or {}),
+                        "write": float((timings or {}).get("write", 0.0)) + self.timings["write"],
+                        "index": float((timings or {}).get("index", 0.0)) + self.timings["index"]},
+            "inputs": self.inputs,
+            **self.extra,
+        }
+        _pause_point("files-written")
+        for sub in {p.parent for p in (*self.written, *indexed)}:
+            fsync_dir(sub)
+        mpath = self.tmp / MANIFEST
+        mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+        fsync_file(mpath)
+        fsync_dir(self.tmp)
+        _pause_point("manifest-written")
+        os.rename(self.tmp, self.final)
+        self.tmp = None
+        _pause_point("renamed")
+        _switch_current(self.root, self.final)
+        _pause_point("switched")
+        _collect_garbage(self.root, self.final)
+        self.timings["commit"] += time.perf_counter() - t_commit - t_index
+        return self.final
+
+
+def _check_unique_ids(hashes: list[np.ndarray], tmp: Path) -> None:
+    """segment_id must be unique across the whole input, not only inside one bucket."""
+    if not hashes:
+        return
+    allh = np.sort(np.concatenate(hashes))
+    if allh.shape[0] < 2 or not (allh[1:] == allh[:-1]).any():
+        return
+    ids = pl.read_parquet(sorted((tmp / DECISIONS).glob("part-*.parquet")),
+                          columns=["segment_id"]).get_column("segment_id")
+    dup = ids.filter(ids.is_duplicated()).unique().sort().head(5).to_list()
+    if dup:
+        raise SchemaError(f"column 'segment_id' has duplicate values across documents "
+                          f"(first: {dup}); make segment_id unique in the whole input")

@@ -1,0 +1,127 @@
+"""The one BM25 tokenizer (Python and Numba twins agree) and the columnar index build (equal to
+bm25s' own build, and queried like it)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arrowdedup.retrieval import _tokens_jit as jit
+from arrowdedup.retrieval import bm25 as bm25_module
+from arrowdedup.retrieval.bm25 import Bm25Builder, Bm25Index, load_bm25
+from arrowdedup.retrieval.tokens import lowercase, tokenize, tokens_of
+
+
+def jit_tokens(texts: list[str | None]) -> list[list[str]]:
+    lowered = lowercase(pl.Series(texts, dtype=pl.String))
+    rows, starts, ends, _, data = jit.scan(lowered.to_arrow())
+    words = jit.spans_to_strings(data, starts, ends).to_pylist()
+    out: list[list[str]] = [[] for _ in texts]
+    for r, w in zip(rows.tolist(), words, strict=True):
+        out[r].append(w)
+    return out
+
+
+EXAMPLES = {
+    "Upgrade from 3.4 to 3.5.": ["upgrade", "from", "3.4", "3.5"],
+    "Set --max-request-bytes=10": ["set", "--max-request-bytes", "max", "request", "bytes",
+                                   "10"],
+    "http_server_requests_total{x}": ["http_server_requests_total", "http", "server",
+                                      "requests", "total"],
+    "v3.5 and V10.2.1": ["v3.5", "v3", "3.5", "v10.2.1", "v10", "10.2.1"],
+    "config.yaml: see 10.0.0.1": ["config.yaml", "config", "yaml", "see", "10.0.0.1"],
+    "Ünïcödé “quoted” — dash…": ["ünïcödé", "quoted", "dash"],
+    "日本語のテキスト。二つ目": ["日本語のテキスト", "二つ目"],
+    "a - b -- c --- d -e": ["-e"],
+    "Member 3 of the cluster": ["member", "3", "cluster"],
+    "": [],
+}
+
+
+@pytest.mark.parametrize("text", list(EXAMPLES))
+def test_tokenizer_keeps_numbers_versions_flags_identifiers(text: str) -> None:
+    assert tokenize([text]).to_list()[0] == EXAMPLES[text]
+    assert jit_tokens([text]) == [EXAMPLES[text]]
+
+
+ALPHABET = st.sampled_from([*"abcXYZ019_.-:/ ,;!?()\"'`\n\t", "é", "日", "—", "“", "\xa0",
+                            "\u3002", "ß", "İ", "\uff0c", "€", "😀", "Σ", "ǅ"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(ALPHABET, max_size=40)), max_size=20))
+def test_numba_scanner_equals_python_tokenizer(texts: list[str | None]) -> None:
+    lowered = lowercase(pl.Series(texts, dtype=pl.String)).to_list()
+    assert jit_tokens(texts) == [tokens_of(t) for t in lowered]
+
+
+def _build(texts: list[str], tmp: Path, splits: tuple[int, ...] = ()) -> Path:
+    builder = Bm25Builder()
+    bounds = [0, *splits, len(texts)]
+    for lo, hi in itertools.pairwise(bounds):
+        part = pl.DataFrame({"text": pl.Series(texts[lo:hi], dtype=pl.String)})
+        builder.add(builder.encode(part), hi - lo)
+    builder.finish(tmp)
+    return tmp / "bm25"
+
+
+def corpus(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = ["alpha", "beta", "gamma", "3.5", "v3.6", "--flag", "x_y", "the", "delta",
+             "config.yaml", "Zeta", "日本"]
+    return [" ".join(rng.choice(words, size=int(rng.integers(0, 9)))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("jit_min", [10**9, 1])
+def test_index_equals_bm25s_on_the_same_tokens(tmp_path: Path, monkeypatch, jit_min) -> None:
+    bm25s = pytest.importorskip("bm25s")
+    monkeypatch.setattr(bm25_module, "JIT_MIN_TEXTS", jit_min)
+    texts = corpus(3000)
+    path = _build(texts, tmp_path, splits=(1000, 1001, 2500))
+    ours = Bm25Index(path)
+    vocab = ours._vocab
+    assert list(vocab) == sorted(vocab)  # a sorted vocabulary: identical inputs, same bytes
+    reference = bm25s.BM25()
+    reference.index(([[vocab[t] for t in toks] for toks in tokenize(texts).to_list()], vocab),
+                    show_progress=False)
+    loaded = bm25s.BM25.load(str(path), mmap=False)  # our files in bm25s' layout
+    for query in ["alpha beta", "3.5", "flag", "x_y gamma gamma", "zeta v3.6", "日本", "none"]:
+        ids = ours.token_ids(query)
+        got = ours.scores(query)
+        if not ids:
+            assert not got.any()
+            continue
+        np.testing.assert_allclose(got, reference.get_scores_from_ids(ids), rtol=2e-6,
+                                   atol=1e-6)
+        np.testing.assert_allclose(got, loaded.get_scores_from_ids(ids), rtol=2e-6, atol=1e-6)
+
+
+def test_bucket_splits_do_not_change_the_index(tmp_path: Path) -> None:
+    texts = corpus(500, seed=3)
+    one = _build(texts, tmp_path / "one")
+    many = _build(texts, tmp_path / "many", splits=(1, 250, 251, 499))
+    for name in sorted(p.name for p in one.iterdir()):
+        assert (one / name).read_bytes() == (many / name).read_bytes(), name
+
+
+def test_a_question_about_versions_matches_on_its_numbers(tmp_path: Path) -> None:
+    texts = ["Upgrade from 3.3 to 3.4 first.", "Upgrade from 3.5 to 3.6 needs a restart.",
+             "Set --max-request-bytes to 10485760.", "Restart the router."]
+    index = Bm25Index(_build(texts, tmp_path))
+    scores = index.scores("What changes from 3.5 to 3.6?")
+    assert int(np.argmax(scores)) == 1 and scores[1] > 3 * scores[0]  # "from" alone
+    assert int(np.argmax(index.scores("max-request-bytes limit"))) == 2
+    assert int(np.argmax(index.scores("--max-request-bytes"))) == 2
+
+
+def test_no_token_no_index(tmp_path: Path) -> None:
+    builder = Bm25Builder()
+    builder.add(builder.encode(pl.DataFrame({"text": ["a", "the", ""]})), 3)
+    assert builder.finish(tmp_path) is None
+    assert load_bm25(tmp_path) is None

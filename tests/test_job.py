@@ -1,0 +1,159 @@
+"""The one job path: every input kind (frames, Arrow tables, files, folders) goes through
+``ingest_to_store`` and gets the same frozen ``JobResult``, read lazily from the version."""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import multiprocessing
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.feather as feather
+import pytest
+from test_pipeline import corpus
+
+from arrowdedup import JobResult, StoreError, ingest, ingest_to_store, open_store
+from arrowdedup.job import STAGES
+from arrowdedup.store import INV_NORM, atomic_write_bytes, store_lock
+from tests.conftest import M2V_MODEL, need
+
+
+def data_files(root: Path) -> dict[str, bytes]:
+    version = (root / "current").resolve()
+    return {str(p.relative_to(version)): p.read_bytes() for p in sorted(version.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"}
+
+
+def test_every_table_input_writes_the_same_store(tmp_path: Path) -> None:
+    frame = corpus(docs=6, per_doc=20)
+    ipc = tmp_path / "in.arrow"
+    feather.write_feather(frame.to_arrow(), ipc, compression="uncompressed")
+    results = {
+        "frame": ingest_to_store(frame, tmp_path / "frame", buckets=3),
+        "lazy": ingest_to_store(frame.lazy(), tmp_path / "lazy", buckets=3),
+        "arrow": ingest_to_store(frame.to_arrow(), tmp_path / "arrow", buckets=3),
+        "file": ingest_to_store(ipc, tmp_path / "file", buckets=3),
+    }
+    reference = data_files(tmp_path / "file")
+    whole = ingest(frame)
+    for name, result in results.items():
+        assert isinstance(result, JobResult)
+        assert data_files(tmp_path / name) == reference, name
+        assert tuple(result.timings) == STAGES, name  # one set of keys, in one order
+        assert result.timings["total"] > 0 and result.timings["extract"] == 0
+        assert result.original_count == frame.height
+        assert result.final_count == whole.final_count
+        kept = result.kept
+        assert isinstance(kept, pl.LazyFrame)
+        assert kept.collect().sort("segment_id").drop("embedding").equals(
+            whole.kept.sort("segment_id").drop("embedding"))
+        assert result.decisions.collect().height == frame.height
+        assert result.documents.collect().height == 6
+        assert result.version_id == open_store(tmp_path / name).run_id
+        assert result.path == open_store(tmp_path / name).version
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        results["frame"].timings = {}  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        results["frame"].timings["total"] = 0.0  # type: ignore[index]
+
+
+def test_documents_take_the_same_path(tmp_path: Path) -> None:
+    from arrowdedup import get_embedder
+
+    m2v = get_embedder(f"model2vec:{need(M2V_MODEL)}")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Keys\n\nKeys rotate every 90 days.\n\nKeys rotate every 90 "
+                               "days.\n\nSet --max-request-bytes to 10.\n")
+    result = ingest_to_store(docs, tmp_path / "s", embedder=m2v, quiet=True)
+    assert tuple(result.timings) == STAGES
+    assert result.timings["extract"] > 0 and result.timings["embed"] > 0
+    assert result.counts["dropped_exact"] == 1
+    assert open_store(tmp_path / "s").manifest["source"] == "documents"
+
+
+def test_each_vector_is_stored_once_with_its_inverse_norm(tmp_path: Path) -> None:
+    frame = corpus(docs=5, per_doc=12).with_columns(
+        pl.when(pl.col("position") == 3).then(None).otherwise(pl.col("embedding"))
+        .alias("embedding"))
+    result = ingest_to_store(frame, tmp_path / "s", buckets=2)
+    version = result.path
+    assert not (version / "vectors.npy").exists()
+    store = open_store(tmp_path / "s")
+    kept = store.segments().collect()
+    vectors = store.vectors()
+    assert vectors is not None and vectors.shape == (kept.height, 16)
+    for path in sorted((version / "embeddings").glob("*.arrow")):
+        with pa.memory_map(str(path)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        assert table.column_names == ["embedding", INV_NORM]
+    emb = kept.get_column("embedding")
+    for i in range(kept.height):
+        value = emb[i]
+        if value is None:
+            assert not vectors[i].any()
+        else:
+            e = np.asarray(value, dtype=np.float32)
+            np.testing.assert_allclose(vectors[i], e / np.linalg.norm(e), rtol=1e-6, atol=1e-7)
+    q = np.array(emb.drop_nulls()[0], dtype=np.float32)
+    q = q / np.linalg.norm(q)
+    scores = vectors.scores(q[None, :])[:, 0]
+    np.testing.assert_allclose(scores, np.asarray(vectors) @ q, rtol=1e-5, atol=1e-6)
+
+
+def _hold(root: str, ready: multiprocessing.synchronize.Event,
+          release: multiprocessing.synchronize.Event) -> None:
+    with store_lock(Path(root)):
+        ready.set()
+        release.wait(30)
+
+
+def test_lock_is_an_flock_the_os_releases(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    root.mkdir()
+    ctx = multiprocessing.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold, args=(str(root), ready, release))
+    holder.start()
+    assert ready.wait(30)
+    with pytest.raises(StoreError, match=f"being written by process {holder.pid}"):
+        ingest_to_store(corpus(docs=1, per_doc=4), root)
+    holder.kill()  # a SIGKILL: the OS drops the flock, no pid check needed
+    holder.join(30)
+    assert (root / ".lock").exists()
+    with open(root / ".lock") as fh:  # nobody holds it any more
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    ingest_to_store(corpus(docs=1, per_doc=4), root)
+    assert not (root / ".lock").exists()
+
+
+def test_atomic_write_never_shows_half_a_file(tmp_path: Path, monkeypatch) -> None:
+    target = tmp_path / "f.bin"
+    atomic_write_bytes(target, b"old")
+
+    def boom(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        atomic_write_bytes(target, b"new")
+    monkeypatch.undo()
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
+
+
+def test_the_store_imports_neither_ingest_nor_retrieval() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, arrowdedup.store as s; s.open_store; "
+            "bad = [m for m in sys.modules if m.startswith(('arrowdedup.ingest', "
+            "'arrowdedup.retrieval', 'arrowdedup.kernels'))]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
