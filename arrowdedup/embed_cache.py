@@ -235,8 +235,8 @@ def encode_batched(
 def embed_texts(
     texts: pa.Array | pa.ChunkedArray | Sequence[str],
     embedder: Embedder,
-    cache: EmbeddingCache | None = None,
     *,
+    cache: EmbeddingCache | None = None,
     batch_size: int = DEFAULT_BATCH,
     quiet: bool = True,
 ) -> tuple[np.ndarray, CacheStats]:

@@ -618,7 +618,7 @@ def _documents_table(
         timings["embedder_load"] = time.perf_counter() - start
     check_store_model(store_root, model.name, model.dim)
     cache = EmbeddingCache(store_root / "cache", model.name, model.dim)
-    vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache,
+    vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache=cache,
                                        quiet=quiet)
     frame = with_embeddings(frame.drop("embedding", strict=False), vectors)
     timings["embed"] = time.perf_counter() - start
@@ -653,8 +653,8 @@ def _as_inputs(source: Source) -> tuple[list[pa.Table], list[Path]]:
 def ingest_to_store(
     source: Source,
     out: str | Path,
-    config: DedupConfig | None = None,
     *,
+    config: DedupConfig | None = None,
     threads: int | None = None,
     buckets: int = DEFAULT_BUCKETS,
     engine: str = "local",

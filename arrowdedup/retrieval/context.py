@@ -93,8 +93,8 @@ def _expansions(view: StoreView, rows: np.ndarray, expand: int) -> list[tuple[in
 def build_context(
     store: str | Path | Store,
     query: Query,
-    k: int = 5,
     *,
+    k: int = 5,
     expand: int = 0,
     mode: str = "hybrid",
     config: DedupConfig | None = None,
