@@ -297,13 +297,12 @@ def test_results_are_frozen(built: tuple[Path, Path, str]) -> None:
             setattr(obj, field, None)
 
 
-def _ingest_stderr(docs: Path, out: Path, spec: str, *, tty: bool) -> str:
-    """stderr of an ingest run whose stderr is (or is not) a terminal."""
+def _stderr(args: list[str], *, tty: bool) -> str:
+    """stderr of an ``arrowdedup`` run whose stderr is (or is not) a terminal."""
     import pty
 
     env = dict(os.environ, COLUMNS="80", PYTHONPATH=str(ROOT))
-    args = [sys.executable, "-m", "arrowdedup", "ingest", str(docs), "--out", str(out), "-e",
-            spec, "--skip-bad-files"]
+    args = [sys.executable, "-m", "arrowdedup", *args]
     if not tty:
         return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300,
                               check=True).stderr
@@ -325,6 +324,12 @@ def _ingest_stderr(docs: Path, out: Path, spec: str, *, tty: bool) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+def _ingest_stderr(docs: Path, out: Path, spec: str, *, tty: bool) -> str:
+    """stderr of a documents ingest run whose stderr is (or is not) a terminal."""
+    return _stderr(["ingest", str(docs), "--out", str(out), "-e", spec, "--skip-bad-files"],
+                   tty=tty)
+
+
 def test_progress_on_a_terminal_only(built: tuple[Path, Path, str], tmp_path: Path) -> None:
     docs, _, spec = built
     on_tty = _ingest_stderr(docs, tmp_path / "a", spec, tty=True)
@@ -333,3 +338,20 @@ def test_progress_on_a_terminal_only(built: tuple[Path, Path, str], tmp_path: Pa
     piped = _ingest_stderr(docs, tmp_path / "b", spec, tty=False)
     assert "extracting" not in piped and "\x1b[" not in piped  # no bars, no escape codes
     assert piped.startswith("skipped 1 unreadable file(s): blob.md")
+
+
+def test_progress_of_a_segments_table_on_a_terminal_only(built: tuple[Path, Path, str],
+                                                         tmp_path: Path) -> None:
+    docs, _, _ = built
+    table = tmp_path / "segments.parquet"
+    code, _, err = run(["extract", str(docs), "--out", str(table), "--skip-bad-files", "-q"])
+    assert code == 0, err
+    args = ["ingest", str(table), "--buckets", "4"]
+    on_tty = _stderr([*args, "--out", str(tmp_path / "a")], tty=True)
+    for stage in ("reading the segments", "deduplicating buckets", "writing the store"):
+        assert stage in on_tty, on_tty[-2000:]
+    assert "/4" in on_tty  # the dedup bar counts buckets
+    # A table is neither extracted nor embedded (SPEC: tables are never embedded).
+    assert "extracting" not in on_tty and "embedding" not in on_tty
+    piped = _stderr([*args, "--out", str(tmp_path / "b")], tty=False)
+    assert piped == "" and "\x1b[" not in piped  # no bars, no escape codes, no lines
