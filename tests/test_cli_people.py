@@ -145,6 +145,7 @@ def test_stats_verify_extract_context_report_fit(built: tuple[Path, Path, str],
                  ["extract", str(docs), "--out", str(tmp_path / "seg.parquet"),
                   "--skip-bad-files"],
                  ["context", str(store), "webhook retries", "-k", "2"],
+                 ["merges", str(store)], ["merges", str(store), "--refused"],
                  ["report", str(store), "--out", str(tmp_path / "r.html")]):
         code, out, err = run(args, width)
         assert code == 0, (args, err)
