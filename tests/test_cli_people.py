@@ -356,3 +356,17 @@ def test_progress_of_a_segments_table_on_a_terminal_only(built: tuple[Path, Path
     assert "extracting" not in on_tty and "embedding" not in on_tty
     piped = _stderr([*args, "--out", str(tmp_path / "b")], tty=False)
     assert piped == "" and "\x1b[" not in piped  # no bars, no escape codes, no lines
+
+
+def test_context_brings_the_code_a_result_introduces(built: tuple[Path, Path, str]) -> None:
+    """The sample's pagination page says "the loop below stops"; the loop is the answer."""
+    _, store, _ = built
+    code, out, err = run(["context", str(store), "loop over every page of invoices", "-k", "3"])
+    assert code == 0, err
+    assert "retrieved #" in out and "docs/pagination#5" in out
+    assert "expanded: code introduced by `docs/pagination#5`" in out
+    assert "```python\ncursor = None\nwhile True:" in out
+    code, out, _ = run(["context", str(store), "loop over every page of invoices", "-k", "3",
+                        "--where", "segment_type <> 'code'", "--json"])
+    assert code == 0
+    assert all(s["segment_type"] != "code" for s in json.loads(out)["segments"])
