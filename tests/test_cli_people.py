@@ -334,10 +334,13 @@ def _ingest_stderr(docs: Path, out: Path, spec: str, *, tty: bool) -> str:
 def test_progress_on_a_terminal_only(built: tuple[Path, Path, str], tmp_path: Path) -> None:
     docs, _, spec = built
     on_tty = _ingest_stderr(docs, tmp_path / "a", spec, tty=True)
-    for stage in ("extracting", "deduplicating", "writing the store"):
+    for stage in ("extracting", "loading the embedder", "embedding (model2vec",
+                  "deduplicating buckets", "writing the store"):
         assert stage in on_tty, on_tty[-2000:]
     piped = _ingest_stderr(docs, tmp_path / "b", spec, tty=False)
-    assert "extracting" not in piped and "\x1b[" not in piped  # no bars, no escape codes
+    for stage in ("extracting", "embedding", "deduplicating", "writing"):
+        assert stage not in piped
+    assert "\x1b[" not in piped  # no bars, no escape codes
     assert piped.startswith("skipped 1 unreadable file(s): blob.md")
 
 
