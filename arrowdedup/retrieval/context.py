@@ -100,11 +100,11 @@ def _introduced(view: StoreView, rows: list[tuple[int, int]]) -> list[tuple[int,
     frame = view.frame
     if "segment_type" not in frame.columns or not rows:
         return []
-    kinds = frame.get_column("segment_type").cast(pl.String)
+    kinds, texts = frame.get_column("segment_type"), frame.get_column("text")
     out: list[tuple[int, int, str]] = []
-    # A loop over the context's few segments, not over a column.
+    # A loop over the context's few segments, not over a column (rows read one by one).
     for row, rank in rows:
-        if kinds[row] in ("code", "heading") or not introduces_code(str(frame["text"][row])):
+        if kinds[row] in ("code", "heading") or not introduces_code(str(texts[row])):
             continue
         for nxt in _following(view, row)[:MAX_INTRODUCED]:
             if kinds[nxt] != "code":
