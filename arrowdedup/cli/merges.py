@@ -49,6 +49,6 @@ def merges(
     for r in rows.iter_rows(named=True):
         value = r["reason"] if refused else (
             "" if r["similarity"] is None else f"{r['similarity']:.3f}")
-        table.add_row(middle(str(r["doc_id"]), width), str(value or ""), str(r["segment_text"] or ""),
-                      str(r["representative_text"] or ""))
+        table.add_row(middle(str(r["doc_id"]), width), str(value or ""),
+                      str(r["segment_text"] or ""), str(r["representative_text"] or ""))
     console.print(table)
