@@ -99,7 +99,7 @@ def enum_member(kind: type[Enum], value: str) -> Enum | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class IngestionConfig:
     enabled: bool = dataclasses.field(
         default=True, metadata=_key("Enabled", _bool, "true or false")
@@ -186,7 +186,7 @@ class IngestionConfig:
         _validate(self, "Ingestion")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RetrievalConfig:
     enabled: bool = dataclasses.field(
         default=True, metadata=_key("Enabled", _bool, "true or false")
@@ -211,7 +211,7 @@ class RetrievalConfig:
         _validate(self, "Retrieval")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SignalWeights:
     dense: float = dataclasses.field(default=1.0, metadata=_key("Dense", _nonneg, "a number >= 0"))
     bm25: float = dataclasses.field(default=1.0, metadata=_key("Bm25", _nonneg, "a number >= 0"))
@@ -236,7 +236,7 @@ def _weights(x: Any) -> bool:
     return isinstance(x, SignalWeights)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RrfConfig:
     k: float = dataclasses.field(default=60.0, metadata=_key("K", _positive, "a number > 0"))
     hybrid: SignalWeights = dataclasses.field(
@@ -252,7 +252,7 @@ class RrfConfig:
         _validate(self, "Rrf")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class AnalyticsConfig:
     enable_logging: bool = dataclasses.field(
         default=True, metadata=_key("EnableLogging", _bool, "true or false")
@@ -323,7 +323,7 @@ _SECTIONS: dict[str, tuple[str, type]] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DedupConfig:
     """The whole configuration: one frozen section per phase.
 

@@ -235,8 +235,8 @@ def encode_batched(
 def embed_texts(
     texts: pa.Array | pa.ChunkedArray | Sequence[str],
     embedder: Embedder,
-    cache: EmbeddingCache | None = None,
     *,
+    cache: EmbeddingCache | None = None,
     batch_size: int = DEFAULT_BATCH,
     quiet: bool = True,
 ) -> tuple[np.ndarray, CacheStats]:
@@ -272,11 +272,13 @@ def embed_texts(
 
 @contextlib.contextmanager
 def _progress(total: int, label: str, quiet: bool) -> Iterator[ProgressFn | None]:
-    """A progress bar on a terminal for long work (nothing when quiet, piped, or tiny)."""
+    """Progress on a terminal (nothing when quiet or piped): a bar of texts, or a spinner for
+    fewer than two batches (a bar that jumps once says nothing; MiniLM still takes seconds)."""
     from . import progress
 
     if total < 2 * DEFAULT_BATCH:
-        yield None
+        with progress.spinner(f"embedding ({label})", quiet=quiet):
+            yield None
         return
     with progress.bar(f"embedding ({label})", total, quiet=quiet) as tick:
         yield tick

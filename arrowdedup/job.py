@@ -618,7 +618,7 @@ def _documents_table(
         timings["embedder_load"] = time.perf_counter() - start
     check_store_model(store_root, model.name, model.dim)
     cache = EmbeddingCache(store_root / "cache", model.name, model.dim)
-    vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache,
+    vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache=cache,
                                        quiet=quiet)
     frame = with_embeddings(frame.drop("embedding", strict=False), vectors)
     timings["embed"] = time.perf_counter() - start
@@ -653,8 +653,8 @@ def _as_inputs(source: Source) -> tuple[list[pa.Table], list[Path]]:
 def ingest_to_store(
     source: Source,
     out: str | Path,
-    config: DedupConfig | None = None,
     *,
+    config: DedupConfig | None = None,
     threads: int | None = None,
     buckets: int = DEFAULT_BUCKETS,
     engine: str = "local",
@@ -720,13 +720,20 @@ def ingest_to_store(
     inputs: Sequence[Path] | Sequence[pa.Table] = tables if tables else paths
     budget = memory_budget if engine == "local" else 0  # Ray tasks read files
     sums: dict[str, float] = {}
-    with writer, bucket_source(inputs, buckets, store_root, budget,
-                               in_memory=engine == "local") as src:
+    with writer, contextlib.ExitStack() as stack:
+        # Reading (and partitioning) files can take a while; in-memory tables are instant.
+        with progress.spinner("reading the segments", quiet=quiet or not paths):
+            src = stack.enter_context(bucket_source(inputs, buckets, store_root, budget,
+                                                    in_memory=engine == "local"))
         timings["partition"] = time.perf_counter() - start - sum(timings.values())
         stream = _local(src, job) if engine == "local" else _ray(src, job, ray_address)
         documents: list[pl.DataFrame] = []
-        with progress.spinner("deduplicating", quiet=quiet):
+        ticked = 0
+        with progress.bar("deduplicating buckets", src.buckets, quiet=quiet) as tick:
             for bucket_out, summary in stream:
+                if tick is not None:  # empty buckets yield nothing: count up to this one
+                    tick(bucket_out.bucket + 1 - ticked)
+                    ticked = bucket_out.bucket + 1
                 writer.add(bucket_out)
                 documents.append(summary.documents)
                 for key, value in summary.timings.items():

@@ -148,7 +148,7 @@ def side_store(spec: dict[str, Any]) -> dict[str, Any]:
     limits = threadpool_limits(limits=threads) if threads else None
     try:
         start = time.perf_counter()
-        result = ingest_to_store([spec["input"]], spec["out"], cfg, threads=threads)
+        result = ingest_to_store([spec["input"]], spec["out"], config=cfg, threads=threads)
         seconds = time.perf_counter() - start
     finally:
         if limits is not None:

@@ -408,7 +408,7 @@ def part_engines(quick: bool) -> dict[str, Any]:
             for i in range(3):
                 store = Path(tmp) / f"{engine}-{i}"
                 elapsed, peak, _ = measured_tree(lambda e=engine, s=store: ingest_to_store(
-                    [src], s, None, buckets=16, engine=e))
+                    [src], s, buckets=16, engine=e))
                 secs.append(elapsed)
                 peaks.append(peak)
                 stores[engine] = store

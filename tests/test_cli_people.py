@@ -145,6 +145,7 @@ def test_stats_verify_extract_context_report_fit(built: tuple[Path, Path, str],
                  ["extract", str(docs), "--out", str(tmp_path / "seg.parquet"),
                   "--skip-bad-files"],
                  ["context", str(store), "webhook retries", "-k", "2"],
+                 ["merges", str(store)], ["merges", str(store), "--refused"],
                  ["report", str(store), "--out", str(tmp_path / "r.html")]):
         code, out, err = run(args, width)
         assert code == 0, (args, err)
@@ -297,13 +298,12 @@ def test_results_are_frozen(built: tuple[Path, Path, str]) -> None:
             setattr(obj, field, None)
 
 
-def _ingest_stderr(docs: Path, out: Path, spec: str, *, tty: bool) -> str:
-    """stderr of an ingest run whose stderr is (or is not) a terminal."""
+def _stderr(args: list[str], *, tty: bool) -> str:
+    """stderr of an ``arrowdedup`` run whose stderr is (or is not) a terminal."""
     import pty
 
     env = dict(os.environ, COLUMNS="80", PYTHONPATH=str(ROOT))
-    args = [sys.executable, "-m", "arrowdedup", "ingest", str(docs), "--out", str(out), "-e",
-            spec, "--skip-bad-files"]
+    args = [sys.executable, "-m", "arrowdedup", *args]
     if not tty:
         return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300,
                               check=True).stderr
@@ -325,11 +325,51 @@ def _ingest_stderr(docs: Path, out: Path, spec: str, *, tty: bool) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+def _ingest_stderr(docs: Path, out: Path, spec: str, *, tty: bool) -> str:
+    """stderr of a documents ingest run whose stderr is (or is not) a terminal."""
+    return _stderr(["ingest", str(docs), "--out", str(out), "-e", spec, "--skip-bad-files"],
+                   tty=tty)
+
+
 def test_progress_on_a_terminal_only(built: tuple[Path, Path, str], tmp_path: Path) -> None:
     docs, _, spec = built
     on_tty = _ingest_stderr(docs, tmp_path / "a", spec, tty=True)
-    for stage in ("extracting", "deduplicating", "writing the store"):
+    for stage in ("extracting", "loading the embedder", "embedding (model2vec",
+                  "deduplicating buckets", "writing the store"):
         assert stage in on_tty, on_tty[-2000:]
     piped = _ingest_stderr(docs, tmp_path / "b", spec, tty=False)
-    assert "extracting" not in piped and "\x1b[" not in piped  # no bars, no escape codes
+    for stage in ("extracting", "embedding", "deduplicating", "writing"):
+        assert stage not in piped
+    assert "\x1b[" not in piped  # no bars, no escape codes
     assert piped.startswith("skipped 1 unreadable file(s): blob.md")
+
+
+def test_progress_of_a_segments_table_on_a_terminal_only(built: tuple[Path, Path, str],
+                                                         tmp_path: Path) -> None:
+    docs, _, _ = built
+    table = tmp_path / "segments.parquet"
+    code, _, err = run(["extract", str(docs), "--out", str(table), "--skip-bad-files", "-q"])
+    assert code == 0, err
+    args = ["ingest", str(table), "--buckets", "4"]
+    on_tty = _stderr([*args, "--out", str(tmp_path / "a")], tty=True)
+    for stage in ("reading the segments", "deduplicating buckets", "writing the store"):
+        assert stage in on_tty, on_tty[-2000:]
+    assert "/4" in on_tty  # the dedup bar counts buckets
+    # A table is neither extracted nor embedded (SPEC: tables are never embedded).
+    assert "extracting" not in on_tty and "embedding" not in on_tty
+    piped = _stderr([*args, "--out", str(tmp_path / "b")], tty=False)
+    assert piped == "" and "\x1b[" not in piped  # no bars, no escape codes, no lines
+
+
+def test_context_brings_the_code_a_result_introduces(built: tuple[Path, Path, str]) -> None:
+    """The sample's pagination page says "the loop below stops"; the loop is the answer."""
+    _, store, _ = built
+    code, out, err = run(["context", str(store), "loop over every page of invoices", "-k", "3"])
+    assert code == 0, err
+    assert "retrieved #" in out and "docs/pagination#5" in out
+    assert "expanded: code introduced by `docs/pagination#5`" in out
+    assert "```python\ncursor = None\nwhile True:" in out
+    code, out, _ = run(["context", str(store), "loop over every page of invoices", "-k", "3",
+                        "--where", "segment_type <> 'code'", "--json"])
+    assert code == 0
+    assert all(s["segment_type"] != "code" for s in json.loads(out)["segments"])

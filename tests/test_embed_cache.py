@@ -38,7 +38,7 @@ def test_hashes_are_xxh64_of_utf8() -> None:
 def test_repeated_texts_embed_once_and_rows_align(tmp_path) -> None:
     emb = CountingEmbedder()
     texts = ["x", "y", "x", "z", "y"]
-    vectors, stats = embed_texts(texts, emb, None)
+    vectors, stats = embed_texts(texts, emb, cache=None)
     assert emb.seen == ["x", "y", "z"]  # first-appearance order
     assert stats.to_dict() == {"texts": 5, "unique": 3, "cached": 0, "embedded": 3}
     direct = CountingEmbedder().encode(texts)
@@ -48,16 +48,16 @@ def test_repeated_texts_embed_once_and_rows_align(tmp_path) -> None:
 def test_second_run_embeds_only_new_texts(tmp_path) -> None:
     cache = EmbeddingCache(tmp_path / "cache", "counting", 8)
     first = CountingEmbedder()
-    v1, s1 = embed_texts(["a", "b", "c"], first, cache)
+    v1, s1 = embed_texts(["a", "b", "c"], first, cache=cache)
     assert s1.embedded == 3 and len(cache) == 3
     second = CountingEmbedder()
-    v2, s2 = embed_texts(["b", "d", "a", "e"], second, cache)
+    v2, s2 = embed_texts(["b", "d", "a", "e"], second, cache=cache)
     assert second.seen == ["d", "e"]
     assert (s2.cached, s2.embedded) == (2, 2)
     assert np.array_equal(v2[0], v1[1]) and np.array_equal(v2[2], v1[0])
     assert len(cache.files()) == 2 and len(cache) == 5
     third = CountingEmbedder()
-    _, s3 = embed_texts(["e", "a"], third, cache)
+    _, s3 = embed_texts(["e", "a"], third, cache=cache)
     assert third.seen == [] and s3.embedded == 0
     assert len(cache.files()) == 2  # nothing new, no new file
 
@@ -65,9 +65,9 @@ def test_second_run_embeds_only_new_texts(tmp_path) -> None:
 def test_models_do_not_share_vectors(tmp_path) -> None:
     a = EmbeddingCache(tmp_path, "model-a", 8)
     b = EmbeddingCache(tmp_path, "model-b", 8)
-    embed_texts(["same text"], CountingEmbedder("model-a"), a)
+    embed_texts(["same text"], CountingEmbedder("model-a"), cache=a)
     other = CountingEmbedder("model-b")
-    embed_texts(["same text"], other, b)
+    embed_texts(["same text"], other, cache=b)
     assert other.seen == ["same text"]
     assert a.directory != b.directory
     assert model_key("model2vec:m2v/x") != model_key("model2vec:m2v_x")
@@ -111,14 +111,14 @@ def test_bad_embedder_output_is_refused(tmp_path) -> None:
             return np.full((len(texts), self.dim), np.nan, np.float32)
 
     with pytest.raises(EmbedderError, match="NaN"):
-        embed_texts(["a"], Broken(), None)
+        embed_texts(["a"], Broken())
 
     class Short(CountingEmbedder):
         def encode(self, texts: list[str]) -> np.ndarray:
             return np.zeros((len(texts), 3), np.float32)
 
     with pytest.raises(EmbedderError, match="shape"):
-        embed_texts(["a"], Short(), None)
+        embed_texts(["a"], Short())
 
 
 def test_batches_cover_all_texts() -> None:

@@ -68,7 +68,12 @@ def test_readme_session_replays_cleanly_at_80_columns(tmp_path: Path, monkeypatc
     (tmp_path / "shared").symlink_to(M2V_MODEL.parent.parent.parent)  # ../shared
     monkeypatch.chdir(work)
     commands = session_commands()
-    assert len(commands) >= 8
+    # The path a new user takes: ingest -> search -> context -> merges -> verify.
+    steps = [shlex.split(c)[1] for c in commands]
+    for step in ("ingest", "search", "context", "merges", "verify"):
+        assert step in steps, f"the README session lacks `arrowdedup {step}`"
+    assert steps.index("ingest") < steps.index("search") < steps.index("context") \
+        < steps.index("merges") < steps.index("verify")
     runner = CliRunner()
     readme = README.read_text(encoding="utf-8")
     for command in commands:
@@ -90,4 +95,7 @@ def test_readme_session_replays_cleanly_at_80_columns(tmp_path: Path, monkeypatc
         if args[0] == "context":
             assert result.stdout.startswith("# Context for: how do I send my first event")
             assert len(result.stdout) <= 2001
+        if args[0] == "merges":  # ids whole on one line, not folded into "docs/au thentic"
+            assert "Near-duplicate merges" in result.stdout
+            assert "│ docs/authentication │" in result.stdout
     assert (work / "report.html").exists()

@@ -84,7 +84,7 @@ def test_decisions_independent_of_bucket_count(name: str, table_path: Path,
     expected = ingest(pl.read_parquet(table_path), cfg).decisions.sort("segment_id")
     for buckets in (1, 7):
         root = tmp_path / f"b{buckets}"
-        ingest_to_store([table_path], root, cfg, buckets=buckets)
+        ingest_to_store([table_path], root, config=cfg, buckets=buckets)
         report = verify(root)
         assert report.ok, [str(p) for p in report.problems]
         got = open_store(root).decisions().collect().sort("segment_id")
@@ -97,8 +97,8 @@ def test_local_and_ray_write_identical_bytes(name: str, table_path: Path, tmp_pa
                                              ray_session: None) -> None:
     cfg = CONFIGS[name]
     local, ray_root = tmp_path / "local", tmp_path / "ray"
-    ingest_to_store([table_path], local, cfg, buckets=4, threads=2)
-    ingest_to_store([table_path], ray_root, cfg, buckets=4, engine="ray")
+    ingest_to_store([table_path], local, config=cfg, buckets=4, threads=2)
+    ingest_to_store([table_path], ray_root, config=cfg, buckets=4, engine="ray")
     assert _digest(local) == _digest(ray_root)
     assert verify(ray_root).ok
     expected = ingest(pl.read_parquet(table_path), cfg).decisions.sort("segment_id")

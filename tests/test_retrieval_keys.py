@@ -137,3 +137,26 @@ def test_demo_step_prints_a_context_across_the_pdf_and_the_workbook(embedder, tm
     assert "## tallybird-purchases#Orders" in text
     assert "## Invoice INV-1042\n_source: `invoice-A-1042`_" in text
     assert "linked by `order_id: A-1042`" in text
+
+
+def test_linked_segments_satisfy_where_and_min_cosine_is_for_results(linked_store, embedder):
+    query = "status of order A-1042"
+    ctx = build_context(linked_store, query, k=2, mode="keyword", embedder=embedder,
+                        expand_keys=True, where="doc_id <> 'invoice-A-1042'")
+    assert "tallybird-purchases#Orders#2" in ctx.segments["segment_id"].to_list()
+    assert "invoice-A-1042" not in ctx.segments["doc_id"].to_list()  # the predicate holds
+    # min_cosine filters what is retrieved; a linked segment is pulled by its key, whatever
+    # its cosine to the query (README: "applies to the retrieved results only").
+    plain = build_context(linked_store, query, k=2, mode="keyword", embedder=embedder,
+                          expand_keys=True)
+    floor = float(plain.search.results["cosine"].min())
+    floored = build_context(linked_store, query, k=2, mode="keyword", embedder=embedder,
+                            expand_keys=True, min_cosine=floor)
+    assert floored.search.results["segment_id"].to_list() == \
+        plain.search.results["segment_id"].to_list()
+    linked = floored.segments.filter(pl.col("origin") == "linked")
+    assert linked["segment_id"].to_list() == \
+        plain.segments.filter(pl.col("origin") == "linked")["segment_id"].to_list()
+    vectors = embedder.encode([query, *linked["text"].to_list()])
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    assert (unit[1:] @ unit[0] < floor).any()  # kept although below the floor

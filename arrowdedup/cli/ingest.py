@@ -90,7 +90,7 @@ def ingest(
                 raise InputError(f"{flag} applies to documents, and these inputs are segments "
                                  "tables; drop it, or add the column to the table")
     result = ingest_to_store(
-        inputs, out, cfg, threads=threads, buckets=buckets, engine=engine.lower(),
+        inputs, out, config=cfg, threads=threads, buckets=buckets, engine=engine.lower(),
         ray_address=ray_address, embedder=embedder, language_from_path=language_from_path,
         key_columns=keys, skip_bad_files=skip_bad_files, quiet=quiet_run, root=root,
         detect_keys=detect_keys, doc_version_from_path=doc_version_from_path,

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .app import app, clean_errors, console
+from .app import app, clean_errors, console, id_width, middle
 
 
 @app.command()
@@ -38,13 +38,17 @@ def merges(
     label = "reason" if refused else "similarity"
     table = Table(title="Fact-guard refusals" if refused else "Near-duplicate merges",
                   show_lines=True, expand=True)
-    table.add_column("doc_id", overflow="fold", ratio=1)
+    # doc_id on one line, shortened from the middle when it must be (a folded id reads as
+    # "docs/au thentic ation" at 80 columns); the two texts share what is left.
+    ids = [str(r["doc_id"]) for r in rows.iter_rows(named=True)]
+    width = min(max(len(i) for i in ids), id_width(console.width, 0.28, 12, 40))
+    table.add_column("doc_id", no_wrap=True, min_width=width, max_width=width)
     table.add_column(label, justify="right", no_wrap=True)
     table.add_column("kept apart" if refused else "merged segment", overflow="fold", ratio=3)
     table.add_column("representative", overflow="fold", ratio=3)
     for r in rows.iter_rows(named=True):
         value = r["reason"] if refused else (
             "" if r["similarity"] is None else f"{r['similarity']:.3f}")
-        table.add_row(str(r["doc_id"]), str(value or ""), str(r["segment_text"] or ""),
-                      str(r["representative_text"] or ""))
+        table.add_row(middle(str(r["doc_id"]), width), str(value or ""),
+                      str(r["segment_text"] or ""), str(r["representative_text"] or ""))
     console.print(table)

@@ -31,6 +31,17 @@ MinCosineOpt = Annotated[float | None, typer.Option(
     "--min-cosine",
     help="Drop results whose dense cosine to the query is below this (default: the config's "
          "Retrieval.MinDenseSimilarity, 0 = off).")]
+# The context's forms say what they mean for expansions (pulled by place or key, not score).
+ContextWhereOpt = Annotated[str | None, typer.Option(
+    "--where", "-w",
+    help="DuckDB SQL predicate over the segment columns; results and every expansion "
+         "(neighbours, introduced code, linked segments) satisfy it, e.g. "
+         "\"doc_id LIKE 'docs/v3.6/%'\".")]
+ContextMinCosineOpt = Annotated[float | None, typer.Option(
+    "--min-cosine",
+    help="Drop retrieved results whose dense cosine to the query is below this; "
+         "expansions are kept whatever their cosine (default: the config's "
+         "Retrieval.MinDenseSimilarity, 0 = off).")]
 # Characters of a result's text shown in the table (the whole text is in --json).
 TEXT_CHARS = 320
 
@@ -132,14 +143,15 @@ def context(
         help="Budget of the rendered context in characters: the best results are packed "
              "first, whole segments only (a token is ~4 characters).")] = None,
     mode: ModeOpt = "hybrid",
-    where: WhereOpt = None,
-    min_cosine: MinCosineOpt = None,
+    where: ContextWhereOpt = None,
+    min_cosine: ContextMinCosineOpt = None,
     as_json: JsonOpt = False,
     embedder: EmbedderOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Markdown context for an LLM prompt: results and their neighbours, grouped by document,
-    each block with its source; code stays fenced."""
+    each block with its source; code stays fenced, and the code a result introduces ("run
+    the following command:") is always added after it."""
     from ..retrieval.context import build_context
 
     ctx = build_context(store, query, k=k, expand=expand, mode=mode,

@@ -7,6 +7,16 @@ kept in the store can be added; a table without those columns simply has no expa
 ``expand`` neighbours per result are taken nearest first, alternating before / after. The
 retrieved results and then the expansions are deduplicated in that order with the retrieval
 threshold, so an expansion that repeats anything already in the context is left out.
+
+A segment that introduces code ("To unpack the tarball, run the following command:", "the loop
+below stops") is useless without it, so the code segments that follow it in its section are
+added (whatever ``expand`` is) right after it, marked expanded with ``introduced_by`` naming
+it; they are packed before the other neighbours of the same result.
+
+Expansions (neighbours, introduced code, key-linked segments) satisfy ``where`` like the
+results do; ``min_cosine`` applies to the retrieved results only, because an expansion is
+pulled in by its place or its key, not by its score (a command's cosine to a question is
+usually low, and it is the very segment the result needs).
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from .search import Query, SearchResult, StoreView, search, store_view
 class Context:
     """The segments of a context (``segments``: doc_id, segment_id, text, position, section,
     origin 'retrieved' | 'expanded' | 'linked', rank, linked_by (the shared key of a linked
+    segment, else null), introduced_by (the segment_id whose text introduces this code
     segment, else null), …) and its Markdown rendering."""
 
     query: str
@@ -69,6 +80,76 @@ def _nearest(before: list[Any] | None, after: list[Any] | None, limit: int) -> l
     return out
 
 
+# A segment introduces the code after it when it ends with a colon (any script's colon), or
+# names it as below / following ("the loop below stops", "the following command").
+_CODE_NOUN = r"(?:commands?|code|snippets?|examples?|scripts?|loops?|configurations?|requests?)"
+_INTRODUCES = re.compile(
+    rf"[:：]\s*$|\bfollowing\s+(?:\w+\s+)?{_CODE_NOUN}\b|\b{_CODE_NOUN}\s+below\b",
+    re.IGNORECASE)
+MAX_INTRODUCED = 3  # code segments taken after one introduction ("run these commands:")
+
+
+def introduces_code(text: str) -> bool:
+    """True when ``text`` reads as the lead-in of a code block or command."""
+    return bool(_INTRODUCES.search(text))
+
+
+def _introduced(view: StoreView, rows: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
+    """(store row, rank, introducing segment_id) of the code segments that directly follow
+    each introducing segment of ``rows`` ((store row, rank) pairs) in its section."""
+    frame = view.frame
+    if "segment_type" not in frame.columns or not rows:
+        return []
+    kinds, texts = frame.get_column("segment_type"), frame.get_column("text")
+    out: list[tuple[int, int, str]] = []
+    # A loop over the context's few segments, not over a column (rows read one by one).
+    for row, rank in rows:
+        if kinds[row] in ("code", "heading") or not introduces_code(str(texts[row])):
+            continue
+        for nxt in _following(view, row)[:MAX_INTRODUCED]:
+            if kinds[nxt] != "code":
+                break
+            out.append((nxt, rank, str(view.segment_ids[row])))
+    return out
+
+
+def _following(view: StoreView, row: int) -> list[int]:
+    """Store rows of the kept segments right after ``row`` in its section, in order: from
+    ``neighbours_after`` (the extractor's same-section list), else by ``position`` within the
+    document and section; a neighbour removed at ingest ends the run (what followed it is not
+    what the text introduces)."""
+    frame = view.frame
+    if "neighbours_after" in frame.columns:
+        out = []
+        after = frame["neighbours_after"][row]
+        for sid in [] if after is None else after.to_list():
+            nxt = view.row_of(str(sid))
+            if nxt is None:
+                break
+            out.append(nxt)
+        return out
+    if "position" not in frame.columns:
+        return []
+    doc, pos = frame["doc_id"][row], frame["position"][row]
+    same = pl.col("doc_id") == doc
+    if "section" in frame.columns:
+        section = frame["section"][row]
+        same &= pl.col("section").is_null() if section is None else pl.col("section") == section
+    after = frame.with_row_index("__row").filter(same & (pl.col("position") > pos)) \
+        .sort("position")
+    rows = after.get_column("__row").to_list()
+    positions = after.get_column("position").to_list()
+    return [r for i, r in enumerate(rows) if positions[i] == pos + 1 + i]
+
+
+def _satisfies(allowed: np.ndarray | None, row: int) -> bool:
+    """True when store row ``row`` is among the sorted ``allowed`` rows (None: no filter)."""
+    if allowed is None:
+        return True
+    i = int(np.searchsorted(allowed, row))
+    return i < allowed.size and int(allowed[i]) == row
+
+
 def _expansions(view: StoreView, rows: np.ndarray, expand: int) -> list[tuple[int, int]]:
     """(store row, rank of the result it expands) of the neighbours to add, in order."""
     frame = view.frame
@@ -93,8 +174,8 @@ def _expansions(view: StoreView, rows: np.ndarray, expand: int) -> list[tuple[in
 def build_context(
     store: str | Path | Store,
     query: Query,
-    k: int = 5,
     *,
+    k: int = 5,
     expand: int = 0,
     mode: str = "hybrid",
     config: DedupConfig | None = None,
@@ -107,7 +188,10 @@ def build_context(
 ) -> Context:
     """Search, then expand each result with up to ``expand`` neighbours and, with
     ``expand_keys``, up to ``key_limit`` segments of other documents per key it shares
-    (:mod:`.keys`); dedupe again.
+    (:mod:`.keys`); dedupe again. Code that a context segment introduces ("run the following
+    command:") is always added after it (``introduced_by``). Every expansion satisfies
+    ``where``; ``min_cosine`` filters the retrieved results only (expansions are pulled by
+    place or key, not by score).
 
     ``max_chars`` packs the rendered Markdown into that many characters: results are taken
     best first, each with its expansions, whole segments only; the first that does not fit
@@ -127,22 +211,31 @@ def build_context(
     origin = ["retrieved"] * len(rows)
     rank = list(range(1, len(rows) + 1))
     linked_by: list[str | None] = [None] * len(rows)
+    introduced_by: list[str | None] = [None] * len(rows)
     seen = set(rows)
-    for row, r in _expansions(view, result.rows, expand):
-        if row not in seen:
+    allowed = view.allowed_rows(where)  # sorted rows that satisfy ``where`` (None: all)
+
+    def add(row: int, kind: str, r: int, key: str | None = None,
+            intro: str | None = None) -> None:
+        if row not in seen and _satisfies(allowed, row):
             seen.add(row)
             rows.append(row)
-            origin.append("expanded")
+            origin.append(kind)
             rank.append(r)
-            linked_by.append(None)
+            linked_by.append(key)
+            introduced_by.append(intro)
+
+    retrieved = list(zip(rows, rank, strict=True))
+    for row, r, intro in _introduced(view, retrieved):  # before the neighbours: packed first
+        add(row, "expanded", r, intro=intro)
+    neighbours = _expansions(view, result.rows, expand)
+    for row, r in neighbours:
+        add(row, "expanded", r)
+    for row, r, intro in _introduced(view, [(n, r) for n, r in neighbours if n in seen]):
+        add(row, "expanded", r, intro=intro)
     if expand_keys:
         for row, r, key in linked_rows(st, result.rows, key_limit):
-            if row not in seen:
-                seen.add(row)
-                rows.append(row)
-                origin.append("linked")
-                rank.append(r)
-                linked_by.append(key)
+            add(row, "linked", r, key=key)
     idx = np.asarray(rows, dtype=np.int64)
     dropped = 0
     if cfg.retrieval.enabled and view.vectors is not None and idx.size:
@@ -158,12 +251,14 @@ def build_context(
         origin = [o for o, kk in zip(origin, keep, strict=True) if kk]
         rank = [r for r, kk in zip(rank, keep, strict=True) if kk]
         linked_by = [k for k, kk in zip(linked_by, keep, strict=True) if kk]
+        introduced_by = [k for k, kk in zip(introduced_by, keep, strict=True) if kk]
     cols = [c for c in CONTEXT_COLUMNS if c in view.frame.columns]
     segments = view.frame[idx.tolist()].select(cols) if idx.size else view.frame.select(cols) \
         .clear()
     segments = segments.with_columns(pl.Series("origin", origin, dtype=pl.String),
                                      pl.Series("rank", rank, dtype=pl.Int32),
-                                     pl.Series("linked_by", linked_by, dtype=pl.String))
+                                     pl.Series("linked_by", linked_by, dtype=pl.String),
+                                     pl.Series("introduced_by", introduced_by, dtype=pl.String))
     text = query if isinstance(query, str) else \
         " | ".join(query) if isinstance(query, list) else "(vector query)"
     left_out = 0
@@ -231,7 +326,9 @@ def render_markdown(query: str, segments: pl.DataFrame, *, budget: int | None = 
         for r in part.iter_rows(named=True):
             mark = f"retrieved #{r['rank']}" if r["origin"] == "retrieved" else \
                 f"linked by `{r['linked_by']}`: context for #{r['rank']}" \
-                if r["origin"] == "linked" else f"expanded: context for #{r['rank']}"
+                if r["origin"] == "linked" else \
+                f"expanded: code introduced by `{r['introduced_by']}`, context for #{r['rank']}" \
+                if r.get("introduced_by") else f"expanded: context for #{r['rank']}"
             where = [mark]
             if r.get("section"):
                 where.append(f"section: {_inline(str(r['section']))}")
