@@ -262,7 +262,7 @@ def update_store(
         if plan.empty:  # nothing to write: the current version stays
             return _result(open_store(parent.root), timings, cfg, plan, start)
         todo = pl.Series([*plan.added, *plan.changed], dtype=pl.String)
-        subset = frame.filter(pl.col("doc_id").cast(pl.String).is_in(todo))
+        subset = frame.filter(pl.col("doc_id").cast(pl.String).is_in(todo.to_list()))
         _check_ids(parent, frame, subset)
         result = None
         if subset.height:

@@ -49,7 +49,8 @@ from ..embed import Embedder, get_embedder, recorded_spec
 from ..errors import EmbedderError, InputError, StoreError
 from ..store import Store, atomic_path, open_store
 from ..vectors import language_codes
-from .bm25 import Bm25Index, load_bm25
+from .bm25 import Bm25Index
+from .bm25_layers import LayeredBm25
 from .crossdoc import FactArrays, displaced_lists, duplicate_of, fact_arrays
 from .dense import cosine_scores, top_n, unit_queries
 from .fusion import SearchMode, competition_rank, group_rank, mode_weights, rrf, score_order
@@ -119,7 +120,7 @@ class StoreView:
         names = lf.collect_schema().names()
         self.frame = lf.select([c for c in VIEW_COLUMNS if c in names]).collect().rechunk()
         self.vectors = store.vectors()
-        self._bm25: Bm25Index | bool | None = False
+        self._bm25: Bm25Index | LayeredBm25 | bool | None = False
         if self.vectors is not None and self.vectors.shape[0] != self.frame.height:
             raise StoreError(
                 f"store {store.root}: the embeddings have {self.vectors.shape[0]} rows, the "
@@ -146,9 +147,12 @@ class StoreView:
         self._allowed: dict[str, np.ndarray | None] = {}
 
     @property
-    def bm25(self) -> Bm25Index | None:
+    def bm25(self) -> Bm25Index | LayeredBm25 | None:
         if self._bm25 is False:
-            self._bm25 = load_bm25(self.version)
+            from .bm25_layers import load_store_bm25
+
+            # One precomputed index, or (a version with deltas) the layers merged per query.
+            self._bm25 = load_store_bm25(self._store)
         return self._bm25  # type: ignore[return-value]
 
     def fact_arrays(self, rows: np.ndarray) -> FactArrays | None:

@@ -368,14 +368,19 @@ class Store:
         return self.root / "retrieval_log"
 
 
-def open_store(path: str | Path | Store) -> Store:
-    """Open the current version of the store at ``path``."""
+def open_store(path: str | Path | Store, *, version: str | None = None) -> Store:
+    """Open the current version (or the kept ``version``, by id) of the store at ``path``."""
     if isinstance(path, Store):
         return path
     root = Path(path)
     if not root.exists():
         raise StoreError(
             f"no store at {root}; create one with `arrowdedup ingest ... --out {root}`")
+    if version is not None:
+        from .versions import resolve_version
+
+        chosen = resolve_version(root, version)
+        return Store(root, chosen.resolve(), read_manifest(chosen))
     version = current_version(root)
     if version is None or not version.is_dir():
         raise StoreError(

@@ -452,6 +452,7 @@ class StoreWriter:
                         "index": float((timings or {}).get("index", 0.0)) + self.timings["index"]},
             "inputs": self.inputs,
             "parent": self.previous.get("run_id") if self.previous else None,
+            "base": self.run_id,  # the version that wrote the base layer
             "layers": [""],
             "life": {"added": manifest_counts.get("documents", 0), "changed": 0,
                      "removed": 0},
