@@ -99,7 +99,8 @@ def verify_store(path: str | Path, *, max_problems: int = 100,
     try:
         store = open_store(root, version=version)
     except StoreError as err:
-        if version is not None or not (root / CURRENT).exists() and not (root / CURRENT).is_symlink():
+        if version is not None or (not (root / CURRENT).exists()
+                                   and not (root / CURRENT).is_symlink()):
             raise
         out.add("manifest", str(root / CURRENT), str(err))
         return VerifyReport(root, None, tuple(out.problems), out.checked)

@@ -140,7 +140,8 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
             assert f"being written by process {proc.pid}" in str(info.value)
             assert "lock file" in str(info.value)
             if point == "files-written":
-                cli = runner.invoke(app, ["ingest", str(old), "--out", str(root), "-q", "--replace"])
+                cli = runner.invoke(app, ["ingest", str(old), "--out", str(root), "-q",
+                                          "--replace"])
                 assert cli.exit_code == 1 and f"process {proc.pid}" in cli.output
                 assert _snapshot(root) == before[point]  # readers still see the old version
             _kill(proc)
@@ -375,6 +376,7 @@ def test_read_only_location(inputs: tuple[Path, Path], tmp_path: Path) -> None:
             with pytest.raises(StoreError) as info:
                 ingest_to_store([inputs[1]], target, replace=True)
             assert "Read-only file system" in str(info.value), str(info.value)
-            cli = runner.invoke(app, ["ingest", str(inputs[1]), "--out", str(target), "-q", "--replace"])
+            cli = runner.invoke(app, ["ingest", str(inputs[1]), "--out", str(target), "-q",
+                                      "--replace"])
             assert cli.exit_code == 1 and "Traceback" not in cli.output
         assert _snapshot(root) == before

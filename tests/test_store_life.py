@@ -114,7 +114,7 @@ def test_delete_missing_mirrors_the_input(tmp_path: Path) -> None:
 def test_unknown_delete_id_names_it_and_deletes_nothing(tmp_path: Path) -> None:
     root = _store(tmp_path, {0: 0, 1: 0})
     before = open_store(root).run_id
-    with pytest.raises(StoreError, match="no document 'doc-7'.*nothing was deleted"):
+    with pytest.raises(StoreError, match=r"no document 'doc-7'.*nothing was deleted"):
         delete_documents(root, ["doc-0", "doc-7"])
     assert open_store(root).run_id == before
     assert open_store(root).documents().collect().height == 2
@@ -124,10 +124,10 @@ def test_refusals_name_replace_and_update(tmp_path: Path) -> None:
     root = _store(tmp_path, {0: 0, 1: 0})
     other = dataclasses.replace(DedupConfig(), ingestion=dataclasses.replace(
         DedupConfig().ingestion, similarity_threshold=0.8))
-    with pytest.raises(StoreError, match="config differs.*--replace"):
+    with pytest.raises(StoreError, match=r"config differs.*--replace"):
         update_store(root, corpus_of({0: 1}), config=other)
     # No silent replacement: another input needs --update or --replace.
-    with pytest.raises(StoreError, match="other inputs.*--update.*--replace"):
+    with pytest.raises(StoreError, match=r"other inputs.*--update.*--replace"):
         ingest_to_store(corpus_of({5: 0}), root, quiet=True)
     replaced = ingest_to_store(corpus_of({5: 0}), root, quiet=True, replace=True)
     assert replaced.counts["documents"] == 1
@@ -137,7 +137,7 @@ def test_refusals_name_replace_and_update(tmp_path: Path) -> None:
     old = tmp_path / "old"
     write_store(ingest(corpus_of({0: 0})), old, buckets=2)
     assert open_store(old).documents().collect().height == 1
-    with pytest.raises(StoreError, match="older arrowdedup.*--replace"):
+    with pytest.raises(StoreError, match=r"older arrowdedup.*--replace"):
         update_store(old, corpus_of({0: 1}))
 
 

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from ..errors import StoreError
 from ..store import Store
 from ..store.layout import SEGMENTS
-from .bm25 import B, BM25_DIR, FILES, K1, RAW_FILES, Bm25Index, load_bm25, tokenize
+from .bm25 import BM25_DIR, FILES, K1, RAW_FILES, B, Bm25Index, load_bm25, tokenize
 
 __all__ = ["LayeredBm25", "load_store_bm25"]
 

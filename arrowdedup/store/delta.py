@@ -63,7 +63,7 @@ def fingerprint_file(bucket: int, table: pa.Table | pl.DataFrame) -> tuple[str, 
 def _link_tree(src: Path, dst: Path) -> None:
     """Hard-link every file under ``src`` (but its manifest) into ``dst``."""
     for path in sorted(src.rglob("*")):
-        if not path.is_file() or path.name == MANIFEST and path.parent == src:
+        if not path.is_file() or (path.name == MANIFEST and path.parent == src):
             continue
         target = dst / path.relative_to(src)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -183,8 +183,8 @@ class DeltaWriter:
                timings: dict[str, float] | None = None, extra: dict[str, Any] | None = None
                ) -> Path:
         """Write the manifest, rename the version into place and switch ``current``."""
-        from .writer import _pause_point
         from .versions import remove_versions, switch_current
+        from .writer import _pause_point
 
         assert self.tmp is not None and self.final is not None and self.parent is not None
         t0 = time.perf_counter()

@@ -381,10 +381,10 @@ def open_store(path: str | Path | Store, *, version: str | None = None) -> Store
 
         chosen = resolve_version(root, version)
         return Store(root, chosen.resolve(), read_manifest(chosen))
-    version = current_version(root)
-    if version is None or not version.is_dir():
+    path_now = current_version(root)
+    if path_now is None or not path_now.is_dir():
         raise StoreError(
             f"{root} is not an arrowdedup store (no '{CURRENT}' version); "
             f"create one with `arrowdedup ingest ... --out {root}`"
         )
-    return Store(root, version, read_manifest(version))
+    return Store(root, path_now, read_manifest(path_now))
