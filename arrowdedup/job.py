@@ -726,6 +726,11 @@ def ingest_to_store(
             timings=timings, detect_keys=detect_keys,
             doc_version_from_path=doc_version_from_path)
         extra.update(doc_extra)
+        from .source_files import file_records
+
+        # Each file's size, mtime and hash: a later --update re-extracts the changed ones only.
+        extra["source_files"] = file_records(
+            paths, root, frame.get_column("doc_id").cast(pl.String).unique().to_list())
         extra["extract_options"] = {
             "language_from_path": language_from_path,
             "key_columns": list(key_columns) if key_columns else None,

@@ -101,8 +101,10 @@ def check_same_rules(store: Store, cfg: DedupConfig, *, model: str | None,
                                      f"differ from the store's {recorded}")
 
 
-def plan_update(store: Store, fps: pl.DataFrame, *, delete_missing: bool) -> Plan:
-    """Compare the input's document fingerprints with the store's."""
+def plan_update(store: Store, fps: pl.DataFrame, *, delete_missing: bool,
+                present: Sequence[str] = ()) -> Plan:
+    """Compare the input's document fingerprints with the store's; ``present``: documents of
+    the input known unchanged without being read (their files did not change)."""
     stored = store.fingerprints()
     old = stored.collect() if stored is not None else empty_fingerprints()
     if store.manifest.get("fingerprints") != FINGERPRINT_KIND:
@@ -119,9 +121,10 @@ def plan_update(store: Store, fps: pl.DataFrame, *, delete_missing: bool) -> Pla
     ids = pl.col("doc_id")
     added = joined.filter(is_new).get_column("doc_id").sort().to_list()
     changed = joined.filter(~is_new & ~is_gone & ~same).get_column("doc_id").sort().to_list()
-    removed = joined.filter(is_gone).get_column("doc_id").sort().to_list() \
-        if delete_missing else []
-    unchanged = joined.filter(~is_new & ~is_gone & same).select(ids).height
+    kept = set(present)
+    removed = [d for d in joined.filter(is_gone).get_column("doc_id").sort().to_list()
+               if d not in kept] if delete_missing else []
+    unchanged = joined.filter(~is_new & ~is_gone & same).select(ids).height + len(kept)
     return Plan(added, changed, removed, unchanged)
 
 
@@ -138,9 +141,13 @@ def _input_table(
         for p in paths:
             if not p.exists():
                 raise InputError(f"input {p} does not exist; check the path")
-        frame, model, extra = _documents_table(
-            paths, store.root, embedder=embedder, quiet=quiet, timings=timings, **extract)
-        return frame.to_arrow(), model, extra
+        recorded = store.manifest.get("source_files")
+        if recorded is None:  # no file record: extract everything
+            frame, model, extra = _documents_table(
+                paths, store.root, embedder=embedder, quiet=quiet, timings=timings, **extract)
+            return frame.to_arrow(), model, extra
+        return _changed_files_table(store, paths, recorded, timings, embedder=embedder,
+                                    quiet=quiet, extract=extract)
     if paths:
         tables = [read_table_file(p) for p in paths]
     if not tables:
@@ -152,6 +159,38 @@ def _input_table(
         raise SchemaError(f"the inputs do not share one schema ({err}); write them with the "
                           "same columns and types") from err
     return table, None, {}
+
+
+def _changed_files_table(
+    store: Store, paths: list[Path], recorded: dict[str, Any], timings: dict[str, float], *,
+    embedder: Any, quiet: bool, extract: dict[str, Any],
+) -> tuple[pa.Table, str | None, dict[str, Any]]:
+    """Extract and embed only the files whose size, mtime or hash changed since the store
+    recorded them; the documents of the others are reported as present and unchanged."""
+    from .source_files import file_records, split_files
+
+    live = set(store.documents().select(pl.col("doc_id").cast(pl.String)).collect()
+               .get_column("doc_id").to_list())
+    split = split_files(paths, extract.get("root"), recorded, live)
+    frames: list[pl.DataFrame] = []
+    records = {k: dict(v) for k, v in recorded.items() if k not in split.seen}
+    records.update(split.unchanged)
+    model: str | None = None
+    extra: dict[str, Any] = {}
+    n_files = 0
+    for base, files in sorted(split.changed.items()):
+        frame, model, extra = _documents_table(
+            files, store.root, embedder=embedder, quiet=quiet, timings=timings,
+            **{**extract, "root": base})
+        records.update(file_records(files, base, frame.get_column("doc_id").cast(pl.String)
+                                    .unique().to_list()))
+        frames.append(frame)
+        n_files += len(files)
+    extra = {**extra, "source_files": records, "present": sorted(split.unchanged_ids),
+             "extract": {**(extra.get("extract") or {}), "files": n_files}}
+    if not frames:
+        return pa.table({"doc_id": pa.array([], pa.string())}), model, extra
+    return pl.concat(frames, how="diagonal_relaxed").to_arrow(), model, extra
 
 
 def _check_ids(store: Store, frame: pl.DataFrame, subset: pl.DataFrame) -> None:
@@ -250,15 +289,15 @@ def update_store(
         raise SchemaError("required column 'doc_id' is missing; add it (the partition key)")
     fps = document_fingerprints(frame)
     timings["read"] = time.perf_counter() - t
+    present = list(extra.pop("present", []))
     if dry_run:
-        return _result(current, timings, cfg, plan_update(current, fps,
-                                                          delete_missing=delete_missing),
-                       start, dry_run=True)
+        return _result(current, timings, cfg, plan_update(
+            current, fps, delete_missing=delete_missing, present=present), start, dry_run=True)
     current.close()
     with DeltaWriter(current.root, keep_versions=keep_versions) as writer:
         parent = writer.parent
         assert parent is not None
-        plan = plan_update(parent, fps, delete_missing=delete_missing)
+        plan = plan_update(parent, fps, delete_missing=delete_missing, present=present)
         if plan.empty:  # nothing to write: the current version stays
             return _result(open_store(parent.root), timings, cfg, plan, start)
         todo = pl.Series([*plan.added, *plan.changed], dtype=pl.String)
@@ -283,7 +322,8 @@ def update_store(
         writer.commit(counts=_counts(parent, plan, result.documents if result else None),
                       life=life, timings=timings,
                       extra={"embedding": embedding,
-                             **{k: v for k, v in extra.items() if k == "embedding_cache"}})
+                             **{k: v for k, v in extra.items()
+                                if k in ("embedding_cache", "source_files", "extract")}})
     timings.update({k: timings.get(k, 0.0) + v for k, v in writer.timings.items()})
     return _result(open_store(current.root), timings, cfg, plan, start)
 

@@ -371,3 +371,36 @@ def test_sigkill_at_each_write_point_of_an_update(tmp_path: Path) -> None:
         # The next update recovers the dead writer's lock and cleans up.
         update_store(root, [second])
         assert not list((root / "versions").glob(".tmp-*"))
+
+
+# ----------------------------------------------------------------------------- folders
+
+
+def test_folder_update_re_extracts_only_changed_files(tmp_path: Path) -> None:
+    from conftest import M2V_MODEL, need
+
+    need(M2V_MODEL)
+    embedder = f"model2vec:{M2V_MODEL}"
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(4):
+        (folder / f"page{i}.md").write_text(
+            f"# Page {i}\n\nStep {i}: run the installer with --flag-{i}.\n\n"
+            f"Page {i} explains setting {i} in detail, with a second sentence.\n",
+            encoding="utf-8")
+    root = tmp_path / "s"
+    ingest_to_store([folder], root, embedder=embedder, quiet=True)
+    (folder / "page1.md").write_text("# Page 1\n\nA new text for page one, version 2.\n",
+                                     encoding="utf-8")
+    (folder / "page4.md").write_text("# Page 4\n\nA page added later.\n", encoding="utf-8")
+    (folder / "page3.md").unlink()
+    result = update_store(root, [folder], delete_missing=True)
+    assert dict(result.changes or {}) == {"added": 1, "changed": 1, "removed": 1,
+                                          "unchanged": 2}
+    assert result.store.manifest["extract"]["files"] == 2  # page1 and page4 only
+    ref = tmp_path / "ref"
+    ingest_to_store([folder], ref, embedder=embedder, quiet=True)
+    assert_same_data(root, ref)
+    again = update_store(root, [folder], delete_missing=True)
+    assert again.version_id == result.version_id and again.changes and \
+        again.changes["unchanged"] == 4
