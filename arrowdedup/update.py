@@ -391,8 +391,9 @@ def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIO
     check_updatable(current)
     m = current.manifest
     buckets = int(m.get("buckets") or DEFAULT_BUCKETS)
-    keep = {k: m[k] for k in ("fingerprints", "extract_options", "source", "embedder",
-                              "input_key", "engine") if k in m}
+    carried = ("fingerprints", "extract_options", "source", "embedder", "input_key", "engine",
+               "source_files")
+    keep: dict[str, Any] = {k: m[k] for k in carried if k in m}
     builder = Bm25Builder()
     writer = StoreWriter(current.root, buckets=buckets, config=cfg, inputs=m.get("inputs", []),
                          embedding_model=current.embedding_model, indexes=[builder],

@@ -196,7 +196,7 @@ def run(quick: bool) -> dict[str, Any]:
         frame.head(10).drop("embedding").write_parquet(tiny)
 
         full = []
-        for i in range(REPEATS):
+        for _ in range(REPEATS):
             shutil.rmtree(tmp / "base", ignore_errors=True)
             t = time.perf_counter()
             ingest_to_store([base_ipc], tmp / "base", quiet=True)

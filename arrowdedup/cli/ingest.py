@@ -119,8 +119,8 @@ def ingest(
                    doc_version_from_path=doc_version_from_path, keep_versions=keep_versions,
                    quiet=quiet, as_json=as_json)
         return
-    for flag, value in (("--delete-missing", delete_missing), ("--dry-run", dry_run)):
-        if value:
+    for flag, given in (("--delete-missing", delete_missing), ("--dry-run", dry_run)):
+        if given:
             from ..errors import InputError
 
             raise InputError(f"{flag} applies to an update; add --update")

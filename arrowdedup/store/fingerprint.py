@@ -5,9 +5,9 @@ and its segment set is the same. Its fingerprint is two 64-bit sums of per-row h
 input columns (names sorted, so a column order change is not a change) plus its row count; a
 sum is independent of the row order and changes with any row added, removed or altered.
 
-The row hash is Polars' ``hash_rows`` (embeddings hashed as their bytes), stable for one Polars version only: the manifest
-records :data:`FINGERPRINT_KIND`, and an update whose kind differs treats every document as
-changed (correct, only slower).
+The row hash is Polars' ``hash_rows`` (embeddings hashed as their bytes), stable for one
+Polars version only: the manifest records :data:`FINGERPRINT_KIND`, and an update whose kind
+differs treats every document as changed (correct, only slower).
 """
 
 from __future__ import annotations
