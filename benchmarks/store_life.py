@@ -84,9 +84,15 @@ def step_inputs(corpus: Any, rng: np.random.Generator, step: int) -> tuple[Any, 
         pl.when(is_changed).then(pl.col("embedding") + pl.Series(noise))
         .otherwise(pl.col("embedding")).alias("embedding"),
     )
-    added = corpus.filter(pl.col("doc_id").is_in(templates)).with_columns(
+    # New documents modelled on existing ones, their texts and vectors made their own (an
+    # exact copy of another document would tie with it in search).
+    added = corpus.filter(pl.col("doc_id").is_in(templates))
+    spread_noise = rng.standard_normal((added.height, dim), dtype=np.float32) * 0.05
+    added = added.with_columns(
         (pl.lit(f"s{step}-") + pl.col("doc_id")).alias("doc_id"),
-        (pl.lit(f"s{step}-") + pl.col("segment_id")).alias("segment_id"))
+        (pl.lit(f"s{step}-") + pl.col("segment_id")).alias("segment_id"),
+        (pl.col("text") + f" new{step}").alias("text"),
+        (pl.col("embedding") + pl.Series(spread_noise)).alias("embedding"))
     return pl.concat([edited, added]), deleted
 
 
