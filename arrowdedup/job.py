@@ -76,6 +76,7 @@ from .store import (
 )
 from .store.delta import fingerprint_file
 from .store.fingerprint import FINGERPRINT_KIND
+from .rules import RULES_VERSION
 from .store.layout import KEEP_VERSIONS
 
 if TYPE_CHECKING:
@@ -715,6 +716,7 @@ def ingest_to_store(
         check_same_inputs(store_root, input_key)
     extra["input_key"] = input_key
     extra["fingerprints"] = FINGERPRINT_KIND
+    extra["rules"] = RULES_VERSION
     if paths and any(is_documents_input(p) for p in paths):
         for p in paths:
             if not p.exists():

@@ -84,7 +84,14 @@ def check_updatable(store: Store) -> None:
 
 def check_same_rules(store: Store, cfg: DedupConfig, *, model: str | None,
                      extract_options: dict[str, Any] | None) -> None:
-    """Refuse an update whose config, embedder or extraction options differ from the store's."""
+    """Refuse an update whose rules, config, embedder or extraction options differ from the
+    store's."""
+    from .rules import RULES_VERSION
+
+    if store.manifest.get("rules") != RULES_VERSION:
+        raise _refuse_replace(store, f"it was decided under rules version "
+                                     f"{store.manifest.get('rules')!r}, this arrowdedup "
+                                     f"decides under {RULES_VERSION!r}")
     if cfg.to_dict() != store.manifest.get("config"):
         old = store.manifest.get("config") or {}
         new = cfg.to_dict()
@@ -392,7 +399,7 @@ def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIO
     m = current.manifest
     buckets = int(m.get("buckets") or DEFAULT_BUCKETS)
     carried = ("fingerprints", "extract_options", "source", "embedder", "input_key", "engine",
-               "source_files")
+               "source_files", "rules")
     keep: dict[str, Any] = {k: m[k] for k in carried if k in m}
     builder = Bm25Builder()
     writer = StoreWriter(current.root, buckets=buckets, config=cfg, inputs=m.get("inputs", []),

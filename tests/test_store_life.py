@@ -126,6 +126,13 @@ def test_refusals_name_replace_and_update(tmp_path: Path) -> None:
         DedupConfig().ingestion, similarity_threshold=0.8))
     with pytest.raises(StoreError, match=r"config differs.*--replace"):
         update_store(root, corpus_of({0: 1}), config=other)
+    # A store decided under other rules takes no update.
+    manifest = root / "current" / "manifest.json"
+    saved = manifest.read_text()
+    manifest.write_text(json.dumps({**json.loads(saved), "rules": "0"}))
+    with pytest.raises(StoreError, match=r"rules version '0'.*--replace"):
+        update_store(root, corpus_of({0: 1}))
+    manifest.write_text(saved)
     # No silent replacement: another input needs --update or --replace.
     with pytest.raises(StoreError, match=r"other inputs.*--update.*--replace"):
         ingest_to_store(corpus_of({5: 0}), root, quiet=True)
