@@ -61,6 +61,7 @@ import pyarrow.parquet as pq
 from . import progress
 from .config import DedupConfig, resolve_config
 from .errors import InputError, MissingDependencyError, SchemaError, StoreError
+from .rules import RULES_VERSION
 from .schema import read_table_file
 from .store import (
     DEFAULT_BUCKETS,
@@ -76,7 +77,6 @@ from .store import (
 )
 from .store.delta import fingerprint_file
 from .store.fingerprint import FINGERPRINT_KIND
-from .rules import RULES_VERSION
 from .store.layout import KEEP_VERSIONS
 
 if TYPE_CHECKING:
