@@ -166,14 +166,22 @@ def search_p50(root: Path, texts: list[str], vectors: np.ndarray) -> dict[str, f
     return out
 
 
-def same_results(a: Path, b: Path, texts: list[str], vectors: np.ndarray) -> float:
+def same_results(a: Path, b: Path, texts: list[str], vectors: np.ndarray
+                 ) -> tuple[float, list[dict[str, Any]]]:
+    """The share of queries whose top-10 is the same on both stores, and the differences."""
     same = 0
     queries = [("hybrid", t) for t in texts[:10]] + [("semantic", v) for v in vectors[:10]]
+    diffs = []
     for mode, q in queries:
-        ra = _search(a, q, mode).results["segment_id"].to_list()
-        rb = _search(b, q, mode).results["segment_id"].to_list()
-        same += ra == rb
-    return same / len(queries)
+        ra = _search(a, q, mode).results
+        rb = _search(b, q, mode).results
+        if ra["segment_id"].to_list() == rb["segment_id"].to_list():
+            same += 1
+        else:
+            cols = [c for c in ("segment_id", "score") if c in ra.columns]
+            diffs.append({"mode": mode, "query": q if isinstance(q, str) else "vector",
+                          "a": ra.select(cols).rows(), "b": rb.select(cols).rows()})
+    return same / len(queries), diffs
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -258,7 +266,7 @@ def run(quick: bool) -> dict[str, Any]:
         vectors = rng.standard_normal((QUERIES, params["dim"])).astype(np.float32)
         p50_layered = search_p50(life, texts, vectors)
         p50_compact = search_p50(compacted, texts, vectors)
-        agree = same_results(life, compacted, texts, vectors)
+        agree, differences = same_results(life, compacted, texts, vectors)
 
     med = {"full": statistics.median(full), "cold": statistics.median(cold),
            "both": statistics.median(both), "noop": statistics.median(noop),
@@ -275,7 +283,7 @@ def run(quick: bool) -> dict[str, Any]:
         "search_p50_layered_ms": {k: v * 1e3 for k, v in p50_layered.items()},
         "search_p50_compacted_ms": {k: v * 1e3 for k, v in p50_compact.items()},
         "search_ratio": {k: p50_layered[k] / p50_compact[k] for k in p50_layered},
-        "same_top10_share": agree,
+        "same_top10_share": agree, "top10_differences": differences,
     })
     return report(params, figures, quick)
 

@@ -411,3 +411,16 @@ def test_folder_update_re_extracts_only_changed_files(tmp_path: Path) -> None:
     again = update_store(root, [folder], delete_missing=True)
     assert again.version_id == result.version_id and again.changes and \
         again.changes["unchanged"] == 4
+
+
+def test_top_n_breaks_boundary_ties_by_key_not_row_order() -> None:
+    from arrowdedup.retrieval.dense import top_n
+
+    scores = np.array([0.5, 0.9, 0.5, 0.5, 0.1, 0.5], dtype=np.float32)
+    key = np.array([4, 0, 2, 5, 1, 3])
+    for positive_only in (False, True):
+        got = top_n(scores, 3, positive_only=positive_only, tie_key=key)
+        assert sorted(got.tolist()) == [1, 2, 5]  # 0.9, then the two ties with the least keys
+        flipped = top_n(scores[::-1].copy(), 3, positive_only=positive_only,
+                        tie_key=key[::-1].copy())
+        assert sorted((5 - flipped).tolist()) == [1, 2, 5]
