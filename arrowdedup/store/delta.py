@@ -221,13 +221,3 @@ class DeltaWriter:
         self.timings["commit"] += time.perf_counter() - t0
         return self.final
 
-
-def live_counts(store: Store) -> dict[str, int]:
-    """The manifest counts of a version, from its live documents."""
-    docs = store.documents().select("original_count", "final_count", "exact_count",
-                                    "near_count", "filtered_count").collect()
-    total = {c: int(docs.get_column(c).sum()) if docs.height else 0 for c in docs.columns}
-    return {"documents": docs.height, "segments_in": total["original_count"],
-            "segments_kept": total["final_count"], "kept": total["final_count"],
-            "dropped_exact": total["exact_count"], "merged_near": total["near_count"],
-            "filtered_low_salience": total["filtered_count"]}
