@@ -78,6 +78,12 @@ _EXPORTS: dict[str, str] = {
     "search": ".retrieval.search",
     "verify_store": ".verify",
     "write_store": ".job",
+    "update_store": ".update",
+    "delete_documents": ".update",
+    "compact_store": ".update",
+    "list_versions": ".store.versions",
+    "rollback": ".store.versions",
+    "prune": ".store.versions",
 }
 # Subpackages and modules reachable as attributes without an import statement.
 _SUBMODULES = frozenset({"calibrate", "cli", "config", "embed", "errors", "extract",
@@ -189,6 +195,8 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         bucket_of,
         open_store,
     )
+    from .store.versions import list_versions, prune, rollback
+    from .update import compact_store, delete_documents, update_store
     from .verify import (
         Problem,
         VerifyReport,
@@ -237,8 +245,10 @@ __all__ = [
     "bucket_of",
     "build_context",
     "calibrate",
+    "compact_store",
     "competition_rank",
     "dedupe_ranked",
+    "delete_documents",
     "embed_texts",
     "extract",
     "extract_documents",
@@ -247,10 +257,14 @@ __all__ = [
     "get_embedder",
     "ingest",
     "ingest_to_store",
+    "list_versions",
     "load_pairs",
     "open_store",
+    "prune",
+    "rollback",
     "rrf",
     "search",
+    "update_store",
     "verify_store",
     "write_store",
 ]

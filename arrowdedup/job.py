@@ -61,6 +61,7 @@ import pyarrow.parquet as pq
 from . import progress
 from .config import DedupConfig, resolve_config
 from .errors import InputError, MissingDependencyError, SchemaError, StoreError
+from .rules import RULES_VERSION
 from .schema import read_table_file
 from .store import (
     DEFAULT_BUCKETS,
@@ -74,6 +75,9 @@ from .store import (
     open_store,
     prepare_root,
 )
+from .store.delta import fingerprint_file
+from .store.fingerprint import FINGERPRINT_KIND
+from .store.layout import KEEP_VERSIONS
 
 if TYPE_CHECKING:
     from .embed import Embedder
@@ -108,6 +112,10 @@ class JobResult:
     store: Store
     timings: Mapping[str, float]
     config: DedupConfig
+    # An update or delete (arrowdedup.update): documents added / changed / removed /
+    # unchanged; ``dry_run``: nothing was written (``store`` is the current version).
+    changes: Mapping[str, int] | None = None
+    dry_run: bool = False
 
     @property
     def version_id(self) -> str:
@@ -450,6 +458,8 @@ def process_bucket(
         result = ingest(table, job.config, threads=job.threads, scorer=job.scorer)
         out = encode_bucket(bucket, result.kept, result.decisions, result.documents,
                             result.embedding_dim, job.indexes)
+    # Each document's input fingerprint, for a later `--update` (store.fingerprint).
+    out.files.append(fingerprint_file(bucket, table))
     timings = {**result.timings, **out.timings}
     return out, BucketSummary(documents=result.documents, timings=timings)
 
@@ -671,6 +681,8 @@ def ingest_to_store(
     quiet: bool = False,
     indexes: bool | Sequence[IndexBuilder] = True,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    replace: bool = False,
+    keep_versions: int = KEEP_VERSIONS,
 ) -> JobResult:
     """Deduplicate ``source`` inside each document and write it as a new version of the store
     at ``out``, switched to atomically; returns the :class:`JobResult` of that version.
@@ -684,6 +696,8 @@ def ingest_to_store(
     the input has none. ``indexes``: the index builders (default: BM25), or False for none.
     ``memory_budget``: Parquet inputs up to this many uncompressed bytes are read whole
     instead of partitioned to disk first (local engine; 0 always partitions).
+    ``replace``: write over a store built from other inputs (refused otherwise, naming
+    ``--update`` and ``--replace``); ``keep_versions``: versions kept after the switch.
     """
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose 'local' or 'ray'")
@@ -697,6 +711,12 @@ def ingest_to_store(
     extra: dict[str, Any] = {"engine": engine}
     model = embedding_model
     names = [str(p) for p in paths] if paths else [f"<table {i}>" for i in range(len(tables))]
+    input_key = inputs_key(paths, tables)
+    if not replace:
+        check_same_inputs(store_root, input_key)
+    extra["input_key"] = input_key
+    extra["fingerprints"] = FINGERPRINT_KIND
+    extra["rules"] = RULES_VERSION
     if paths and any(is_documents_input(p) for p in paths):
         for p in paths:
             if not p.exists():
@@ -708,6 +728,15 @@ def ingest_to_store(
             timings=timings, detect_keys=detect_keys,
             doc_version_from_path=doc_version_from_path)
         extra.update(doc_extra)
+        from .source_files import file_records
+
+        # Each file's size, mtime and hash: a later --update re-extracts the changed ones only.
+        extra["source_files"] = file_records(
+            paths, root, frame.get_column("doc_id").cast(pl.String).unique().to_list())
+        extra["extract_options"] = {
+            "language_from_path": language_from_path,
+            "key_columns": list(key_columns) if key_columns else None,
+            "detect_keys": detect_keys, "doc_version_from_path": doc_version_from_path}
         tables, paths = [frame.to_arrow()], []
     elif paths:
         check_inputs(paths)
@@ -716,7 +745,8 @@ def ingest_to_store(
     # writer's builders accumulate the buckets).
     job = BucketJob(cfg, threads, tuple(_encoder_of(b) for b in builders), scorer)
     writer = StoreWriter(store_root, buckets=buckets, config=cfg, inputs=names,
-                         embedding_model=model, extra=extra, indexes=builders)
+                         embedding_model=model, extra=extra, indexes=builders,
+                         keep_versions=keep_versions)
     inputs: Sequence[Path] | Sequence[pa.Table] = tables if tables else paths
     budget = memory_budget if engine == "local" else 0  # Ray tasks read files
     sums: dict[str, float] = {}
@@ -757,6 +787,40 @@ def ingest_to_store(
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def inputs_key(paths: Sequence[Path], tables: Sequence[pa.Table]) -> list[str]:
+    """What a store records of its inputs: the resolved paths, or each table's fingerprint
+    (a sum of row hashes: equal tables give equal keys)."""
+    if paths:
+        return [str(p.resolve()) for p in paths]
+    out = []
+    for t in tables:
+        frame = pl.from_arrow(t)
+        assert isinstance(frame, pl.DataFrame)
+        h = int(frame.select(sorted(frame.columns)).hash_rows(7).sum()) if frame.height else 0
+        out.append(f"table:{frame.height}:{h:016x}")
+    return out
+
+
+def check_same_inputs(root: Path, key: list[str]) -> None:
+    """No silent replacement: refuse to write over a non-empty store built from other
+    inputs."""
+    try:
+        previous = current_manifest(root)
+    except StoreError:
+        return  # a damaged store is reported by the writer
+    if previous is None or not (previous.get("counts") or {}).get("documents"):
+        return
+    recorded = previous.get("input_key")
+    if recorded is None:  # stores written before the key: compare the names given
+        return
+    if list(recorded) != list(key):
+        shown = ", ".join(str(r) for r in list(recorded)[:3])
+        raise StoreError(
+            f"store {root} was built from other inputs ({shown}); pass --update to bring "
+            "these documents into it (changed ones replace theirs, the rest stay), or "
+            "--replace to replace the store with this input (its versions are kept)")
 
 
 def write_store(

@@ -86,8 +86,10 @@ class _Collector:
         self.checked[name] = self.checked.get(name, 0) + int(n)
 
 
-def verify_store(path: str | Path, *, max_problems: int = 100) -> VerifyReport:
-    """Check the current version of the store at ``path``; never changes it.
+def verify_store(path: str | Path, *, max_problems: int = 100,
+                 version: str | None = None) -> VerifyReport:
+    """Check the current version (or the kept ``version``) of the store at ``path``, every
+    file it reads included (those it shares with other versions too); never changes it.
 
     Raises :class:`StoreError` only when ``path`` is not a store at all; everything wrong
     inside a store is reported as a :class:`Problem`.
@@ -95,9 +97,10 @@ def verify_store(path: str | Path, *, max_problems: int = 100) -> VerifyReport:
     root = Path(path)
     out = _Collector(max_problems)
     try:
-        store = open_store(root)
+        store = open_store(root, version=version)
     except StoreError as err:
-        if not (root / CURRENT).exists() and not (root / CURRENT).is_symlink():
+        if version is not None or (not (root / CURRENT).exists()
+                                   and not (root / CURRENT).is_symlink()):
             raise
         out.add("manifest", str(root / CURRENT), str(err))
         return VerifyReport(root, None, tuple(out.problems), out.checked)
@@ -170,8 +173,11 @@ def _check_files(store: Store, out: _Collector) -> bool:
     # their files (stores written before index files were checksummed list none).
     listed_dirs = {rel.split("/")[0] for rel in files if "/" in rel}
     for sub in (*PART_DIRS, *sorted(listed_dirs - set(PART_DIRS))):
-        for path in sorted((store.version / sub).glob("*")):
-            rel = f"{sub}/{path.name}"
+        # Recursive: a version with deltas lists the files of every layer (deltas/<id>/...).
+        for path in sorted((store.version / sub).rglob("*")):
+            if path.is_dir():
+                continue
+            rel = path.relative_to(store.version).as_posix()
             if rel not in files:
                 out.add("files", rel, "not listed in the manifest (foreign or half-written "
                         "file); remove it or re-ingest")

@@ -127,7 +127,7 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
         ingest_to_store([old], root)
         before[point] = _snapshot(root)
     fresh = tmp_path / "fresh"
-    procs = {p: _cli(["ingest", str(new), "--out", str(r), "-q"], pause=p)
+    procs = {p: _cli(["ingest", str(new), "--out", str(r), "-q", "--replace"], pause=p)
              for p, r in roots.items()}
     first = _cli(["ingest", str(old), "--out", str(fresh), "-q"], pause="manifest-written")
     try:
@@ -136,11 +136,12 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
             root = roots[point]
             assert (root / LOCK).read_text().strip() == str(proc.pid), "the lock names its holder"
             with pytest.raises(StoreError) as info:
-                ingest_to_store([old], root)
+                ingest_to_store([old], root, replace=True)
             assert f"being written by process {proc.pid}" in str(info.value)
             assert "lock file" in str(info.value)
             if point == "files-written":
-                cli = runner.invoke(app, ["ingest", str(old), "--out", str(root), "-q"])
+                cli = runner.invoke(app, ["ingest", str(old), "--out", str(root), "-q",
+                                          "--replace"])
                 assert cli.exit_code == 1 and f"process {proc.pid}" in cli.output
                 assert _snapshot(root) == before[point]  # readers still see the old version
             _kill(proc)
@@ -164,7 +165,7 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
             _same_data_as(root, old)
         assert (root / LOCK).exists(), "SIGKILL cannot release the lock: it must be stale"
         # The next run recovers the dead writer's lock and cleans its temporary version.
-        ingest_to_store([new], root)
+        ingest_to_store([new], root, replace=True)
         assert not (root / LOCK).exists()
         assert not list((root / "versions").glob(".tmp-*"))
         _same_data_as(root, new)
@@ -189,7 +190,7 @@ def test_timed_sigkills_never_leave_a_mix(inputs: tuple[Path, Path], big_input: 
         ingest_to_store([old], root)
         snapshots.append(_snapshot(root))
     start = time.monotonic()
-    procs = [_cli(["ingest", str(big_input), "--out", str(r), "-q"]) for r in roots]
+    procs = [_cli(["ingest", str(big_input), "--out", str(r), "-q", "--replace"]) for r in roots]
     try:
         for delay, proc in zip(delays, procs, strict=True):
             time.sleep(max(0.0, start + delay - time.monotonic()))
@@ -313,7 +314,7 @@ def test_write_failure_keeps_the_old_version(inputs: tuple[Path, Path], tmp_path
 
     monkeypatch.setattr(pq, "write_table", failing)
     with pytest.raises(StoreError) as info:
-        ingest_to_store([inputs[1]], root)
+        ingest_to_store([inputs[1]], root, replace=True)
     assert hint in str(info.value) and "previous version is intact" in str(info.value)
     monkeypatch.undo()
     assert _snapshot(root) == before
@@ -340,12 +341,12 @@ def test_real_full_disk(inputs: tuple[Path, Path], big_input: Path, tmp_path: Pa
         ingest_to_store([inputs[0]], root)
         before = _snapshot(root)
         with pytest.raises(StoreError) as info:
-            ingest_to_store([big_input], root)  # far more than 400 kB
+            ingest_to_store([big_input], root, replace=True)  # far more than 400 kB
         assert "free some disk space" in str(info.value)
         assert _snapshot(root) == before
         assert not list((root / "versions").glob(".tmp-*"))
         assert not (root / LOCK).exists()
-        cli = runner.invoke(app, ["ingest", str(big_input), "--out", str(root), "-q"])
+        cli = runner.invoke(app, ["ingest", str(big_input), "--out", str(root), "-q", "--replace"])
         assert cli.exit_code == 1 and "free some disk space" in cli.output
 
 
@@ -373,8 +374,9 @@ def test_read_only_location(inputs: tuple[Path, Path], tmp_path: Path) -> None:
             pytest.skip(f"cannot remount read-only: {remount.stderr.strip()}")
         for target in (root, disk / "new-store"):
             with pytest.raises(StoreError) as info:
-                ingest_to_store([inputs[1]], target)
+                ingest_to_store([inputs[1]], target, replace=True)
             assert "Read-only file system" in str(info.value), str(info.value)
-            cli = runner.invoke(app, ["ingest", str(inputs[1]), "--out", str(target), "-q"])
+            cli = runner.invoke(app, ["ingest", str(inputs[1]), "--out", str(target), "-q",
+                                      "--replace"])
             assert cli.exit_code == 1 and "Traceback" not in cli.output
         assert _snapshot(root) == before

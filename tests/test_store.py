@@ -40,7 +40,7 @@ def test_layout_and_read_back(tmp_path: Path) -> None:
     assert store.version == version.resolve()
     assert (tmp_path / "s" / "current").is_symlink()
     m = store.manifest
-    assert m["format_version"] == 2 and m["run_id"] and m["buckets"] == 4
+    assert m["format_version"] == 3 and m["run_id"] and m["buckets"] == 4
     assert m["embedding"]["dim"] == 8
     assert m["counts"]["segments_in"] == frame.height
     assert m["config"] == result.config.to_dict()
@@ -78,7 +78,7 @@ def test_identical_runs_write_identical_bytes(tmp_path: Path) -> None:
     b = write_store(ingest(frame, threads=2), tmp_path / "b", buckets=4)
     assert data_files(a) == data_files(b)
     ma, mb = (json.loads((v / "manifest.json").read_text()) for v in (a, b))
-    for volatile in ("run_id", "created_at", "timings"):
+    for volatile in ("run_id", "base", "created_at", "timings"):
         ma.pop(volatile), mb.pop(volatile)
     assert ma == mb
 

@@ -5,7 +5,16 @@ One module per command group registers its commands on the shared Typer ``app``.
 
 from __future__ import annotations
 
-from . import calibrate, extract, ingest, merges, search, stats, verify  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    calibrate,
+    extract,
+    ingest,
+    merges,
+    search,
+    stats,
+    store_life,
+    verify,
+)
 from .app import app, main
 
 __all__ = ["app", "main"]

@@ -68,6 +68,20 @@ def ingest(
     fact_guard: Annotated[str | None, typer.Option(
         help="'on' or 'off': merge only segments whose facts the representative covers "
              "(default: the config's Ingestion.FactGuard, on).")] = None,
+    update: Annotated[bool, typer.Option(
+        "--update", help="Bring INPUT into the existing store: changed documents replace "
+                         "theirs (by doc_id), unchanged ones are not touched, the rest "
+                         "stay; written as one delta version.")] = False,
+    delete_missing: Annotated[bool, typer.Option(
+        "--delete-missing", help="With --update: also remove the store's documents that "
+                                 "INPUT does not hold (the store mirrors INPUT).")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="With --update: say what would change and write nothing.")] = False,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Replace a store built from other inputs with this one (the old "
+                          "versions are kept, see `arrowdedup versions`).")] = False,
+    keep_versions: Annotated[int, typer.Option(
+        help="Versions kept after this run (older ones are pruned).")] = 5,
 ) -> None:
     """Deduplicate segments inside each document and write a store atomically."""
     from ..job import ingest_to_store
@@ -89,11 +103,33 @@ def ingest(
 
                 raise InputError(f"{flag} applies to documents, and these inputs are segments "
                                  "tables; drop it, or add the column to the table")
+    if update:
+        from .store_life import run_update
+
+        if replace:
+            from ..errors import InputError
+
+            raise InputError("--update and --replace exclude each other: --update keeps the "
+                             "store's other documents, --replace rebuilds it; pick one")
+        run_update(inputs, out, cfg if config is not None or mode is not None
+                   or fact_guard is not None else None, delete_missing=delete_missing,
+                   dry_run=dry_run, threads=threads, embedder=embedder,
+                   language_from_path=language_from_path, key_columns=keys,
+                   skip_bad_files=skip_bad_files, root=root, detect_keys=detect_keys,
+                   doc_version_from_path=doc_version_from_path, keep_versions=keep_versions,
+                   quiet=quiet, as_json=as_json)
+        return
+    for flag, given in (("--delete-missing", delete_missing), ("--dry-run", dry_run)):
+        if given:
+            from ..errors import InputError
+
+            raise InputError(f"{flag} applies to an update; add --update")
     result = ingest_to_store(
         inputs, out, config=cfg, threads=threads, buckets=buckets, engine=engine.lower(),
         ray_address=ray_address, embedder=embedder, language_from_path=language_from_path,
         key_columns=keys, skip_bad_files=skip_bad_files, quiet=quiet_run, root=root,
         detect_keys=detect_keys, doc_version_from_path=doc_version_from_path,
+        replace=replace, keep_versions=keep_versions,
     )
     version = result.path
     manifest = _manifest(version)

@@ -17,13 +17,16 @@ def verify(
     store: Annotated[Path, typer.Argument(help="Store directory to check.")],
     as_json: JsonOpt = False,
     max_problems: Annotated[int, typer.Option(help="Stop listing after this many.")] = 100,
+    version: Annotated[str | None, typer.Option(
+        help="Check this kept version (an id `arrowdedup versions` lists) instead of the "
+             "current one.")] = None,
 ) -> None:
     """Check a store against its manifest (rows, sha256), its decisions (every representative
     exists and is kept) and, in exact mode, that no kept pair of a group is a near duplicate.
     Exit code 1 when anything is wrong."""
     from ..verify import report_json, verify_store
 
-    report = verify_store(store, max_problems=max_problems)
+    report = verify_store(store, max_problems=max_problems, version=version)
     if as_json:
         print_json(json.loads(report_json(report)))
     else:

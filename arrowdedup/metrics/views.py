@@ -120,7 +120,8 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection (``con`` or a new in-memory one) with the store's views.
 
-    Views: ``segments``, ``decisions``, ``documents``, ``retrieval_log`` and the metrics
+    Views: ``segments``, ``decisions``, ``documents`` (deltas merged), ``changes`` (the
+    documents each version added, changed and removed), ``retrieval_log`` and the metrics
     ``dedup_ratio_ingestion``, ``dedup_ratio_retrieval``, ``avg_salience_boost``,
     ``max_salience_boost`` (one row, one column ``value``), ``dedup_by_doc_type`` (plus
     ``dedup_by_language`` when the decisions carry a ``language`` column).
@@ -134,6 +135,13 @@ def connect(
         "documents": f"SELECT * FROM read_parquet({_literal(current / 'documents.parquet')})",
         "retrieval_log": _retrieval_log_sql(root / "retrieval_log"),
     }
+    opened = open_store(root)
+    try:
+        base["changes"] = changes_sql(opened, current)
+        if opened.is_layered:
+            base.update(layered_sql(opened, current))
+    finally:
+        opened.close()
     try:
         for name, sql in base.items():
             con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
@@ -154,6 +162,56 @@ def connect(
             "run `arrowdedup verify` on it or re-ingest"
         ) from err
     return con
+
+
+def _files_sql(paths: list[Path]) -> str:
+    return "[" + ", ".join(_literal(p) for p in paths) + "]"
+
+
+def layered_sql(store: Store, current: Path) -> dict[str, str]:
+    """``segments``, ``decisions``, ``documents`` of a version with deltas: each layer's rows
+    whose doc_id no later layer's tombstones name. The layer list is the current version's
+    when the connection is made: after an update, reconnect to see it."""
+    layers = store.layers()
+    rel = [current / layer.name if layer.name else current for layer in layers]
+    out: dict[str, str] = {}
+    for view, pattern in (("segments", "segments/part-*.parquet"),
+                          ("decisions", "decisions/part-*.parquet"),
+                          ("documents", "documents.parquet")):
+        selects = []
+        for i, (layer, path) in enumerate(zip(layers, rel, strict=True)):
+            files = sorted(layer.path.glob(pattern))
+            if not files:
+                continue
+            linked = [path / f.relative_to(layer.path) for f in files]
+            sql = f"SELECT * FROM read_parquet({_files_sql(linked)})"
+            later = [p / "tombstones.parquet" for p, lay in zip(rel[i + 1:], layers[i + 1:],
+                                                               strict=True)
+                     if (lay.path / "tombstones.parquet").exists()]
+            if later:
+                sql += (f" WHERE CAST(doc_id AS VARCHAR) NOT IN (SELECT doc_id FROM "
+                        f"read_parquet({_files_sql(later)}))")
+            selects.append(sql)
+        out[view] = " UNION ALL BY NAME ".join(selects)
+    return out
+
+
+def changes_sql(store: Store, current: Path) -> str:
+    """``changes``: ``seq`` (0 for the base, then each delta in order), ``version``,
+    ``doc_id``, ``change`` (added / changed / removed), one row
+    per document each layer of the current version brought; the base counts as added by the
+    version that wrote it."""
+    base_id = str(store.manifest.get("base") or store.run_id)
+    selects = [f"SELECT 0 AS seq, {_literal(base_id)} AS version, CAST(doc_id AS VARCHAR) "
+               f"AS doc_id, 'added' AS change FROM "
+               f"read_parquet({_literal(current / 'documents.parquet')})"]
+    for seq, layer in enumerate(store.layers()[1:], start=1):
+        if (layer.path / "changes.parquet").exists():
+            version = layer.name.rsplit("/", 1)[-1]
+            selects.append(f"SELECT {seq} AS seq, {_literal(version)} AS version, doc_id, "
+                           f"change FROM read_parquet("
+                           f"{_literal(current / layer.name / 'changes.parquet')})")
+    return " UNION ALL ".join(selects)
 
 
 def explain_views(decision_columns: set[str]) -> dict[str, str]:

@@ -42,6 +42,7 @@ PARAMS = {"k1": K1, "b": B, "delta": 0.5, "method": "lucene", "idf_method": "luc
 FILES = {"data": "data.csc.index.npy", "indices": "indices.csc.index.npy",
          "indptr": "indptr.csc.index.npy", "vocab": "vocab.index.json",
          "params": "params.index.json"}
+RAW_FILES = {"tf": "tf.csc.index.npy", "doc_len": "doc_len.index.npy"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +165,10 @@ class Bm25Builder:
         (out / FILES["vocab"]).write_text(
             json.dumps(dict(zip(words, range(n_vocab), strict=True)), ensure_ascii=False),
             encoding="utf-8")
+        # The raw statistics too, so a store with deltas can merge its layers' BM25 at query
+        # time (retrieval.bm25_layers) without re-tokenizing them.
+        np.save(out / RAW_FILES["tf"], tf.astype(np.int32))
+        np.save(out / RAW_FILES["doc_len"], doc_len.astype(np.int32))
         (out / FILES["params"]).write_text(
             json.dumps({**PARAMS, "num_docs": n_docs, "version": "arrowdedup"}, indent=4),
             encoding="utf-8")

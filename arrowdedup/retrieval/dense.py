@@ -43,14 +43,33 @@ def cosine_scores(vectors: Any, queries: np.ndarray) -> np.ndarray:
     return vectors @ queries.T
 
 
-def top_n(scores: np.ndarray, n: int, *, positive_only: bool = False) -> np.ndarray:
-    """Row indices of the ``n`` highest scores (any order); only scores > 0 when asked."""
+def top_n(scores: np.ndarray, n: int, *, positive_only: bool = False,
+          tie_key: np.ndarray | None = None) -> np.ndarray:
+    """Row indices of the ``n`` highest scores (any order); only scores > 0 when asked.
+
+    ``tie_key`` (one integer per row, e.g. the rank of its segment_id): rows tied at the
+    boundary are taken in its order, so the choice does not depend on the row order (a store
+    with deltas and one built from scratch order their rows differently)."""
     if positive_only:
         hits = np.flatnonzero(scores > 0)
         if hits.size <= n:
             return hits
         part = np.argpartition(-scores[hits], n - 1)[:n]
-        return hits[part]
+        return _ties(scores, hits[part], n, tie_key, hits)
     if scores.shape[0] <= n:
         return np.arange(scores.shape[0])
-    return np.argpartition(-scores, n - 1)[:n]
+    return _ties(scores, np.argpartition(-scores, n - 1)[:n], n, tie_key, None)
+
+
+def _ties(scores: np.ndarray, top: np.ndarray, n: int, tie_key: np.ndarray | None,
+          among: np.ndarray | None) -> np.ndarray:
+    if tie_key is None or top.size == 0:
+        return top
+    edge = scores[top].min()
+    pool = np.arange(scores.shape[0]) if among is None else among
+    above = pool[scores[pool] > edge]
+    tied = pool[scores[pool] == edge]
+    need = n - above.size
+    if tied.size <= need:
+        return np.concatenate([above, tied])
+    return np.concatenate([above, tied[np.argsort(tie_key[tied], kind="stable")[:need]]])

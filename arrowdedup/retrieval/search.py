@@ -49,7 +49,8 @@ from ..embed import Embedder, get_embedder, recorded_spec
 from ..errors import EmbedderError, InputError, StoreError
 from ..store import Store, atomic_path, open_store
 from ..vectors import language_codes
-from .bm25 import Bm25Index, load_bm25
+from .bm25 import Bm25Index
+from .bm25_layers import LayeredBm25
 from .crossdoc import FactArrays, displaced_lists, duplicate_of, fact_arrays
 from .dense import cosine_scores, top_n, unit_queries
 from .fusion import SearchMode, competition_rank, group_rank, mode_weights, rrf, score_order
@@ -119,7 +120,7 @@ class StoreView:
         names = lf.collect_schema().names()
         self.frame = lf.select([c for c in VIEW_COLUMNS if c in names]).collect().rechunk()
         self.vectors = store.vectors()
-        self._bm25: Bm25Index | bool | None = False
+        self._bm25: Bm25Index | LayeredBm25 | bool | None = False
         if self.vectors is not None and self.vectors.shape[0] != self.frame.height:
             raise StoreError(
                 f"store {store.root}: the embeddings have {self.vectors.shape[0]} rows, the "
@@ -128,6 +129,10 @@ class StoreView:
             )
         ids = self.frame.get_column("segment_id").cast(pl.String)
         self.segment_ids = ids.to_numpy()
+        # Each row's place in segment_id order: candidates tied at the top-N boundary are
+        # taken in it, so equal stores whose rows are ordered differently (a version with
+        # deltas, its compaction, a rebuild) return the same results.
+        self.id_rank = ids.rank("ordinal").to_numpy().astype(np.int64)
         self.doc_codes = self.frame.get_column("doc_id").cast(pl.String).rank("dense") \
             .to_numpy().astype(np.int64)
         self.lang = language_codes(self.frame)
@@ -146,9 +151,12 @@ class StoreView:
         self._allowed: dict[str, np.ndarray | None] = {}
 
     @property
-    def bm25(self) -> Bm25Index | None:
+    def bm25(self) -> Bm25Index | LayeredBm25 | None:
         if self._bm25 is False:
-            self._bm25 = load_bm25(self.version)
+            from .bm25_layers import load_store_bm25
+
+            # One precomputed index, or (a version with deltas) the layers merged per query.
+            self._bm25 = load_store_bm25(self._store)
         return self._bm25  # type: ignore[return-value]
 
     def fact_arrays(self, rows: np.ndarray) -> FactArrays | None:
@@ -425,7 +433,7 @@ def search(
         t = time.perf_counter()
         dense_all = dense_scores(view.vectors, q, allowed)
         if use_dense:
-            parts.extend(top_within(dense_all[:, j], n_cand, allowed)
+            parts.extend(top_within(dense_all[:, j], n_cand, allowed, tie_key=view.id_rank)
                          for j in range(q.shape[0]))
         timings["dense"] = time.perf_counter() - t
     bm25_all: list[np.ndarray] = []
@@ -435,7 +443,8 @@ def search(
         for text in texts:
             s = view.bm25.scores(text)
             bm25_all.append(s)
-            parts.append(top_within(s, n_cand, allowed, positive_only=True))
+            parts.append(top_within(s, n_cand, allowed, positive_only=True,
+                                    tie_key=view.id_rank))
         timings["bm25"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -538,11 +547,13 @@ def dense_scores(vectors: Any, queries: np.ndarray,
 
 
 def top_within(scores: np.ndarray, n: int, allowed: np.ndarray | None, *,
-               positive_only: bool = False) -> np.ndarray:
-    """Rows of the ``n`` best scores among the allowed rows (all rows without a filter)."""
+               positive_only: bool = False, tie_key: np.ndarray | None = None) -> np.ndarray:
+    """Rows of the ``n`` best scores among the allowed rows (all rows without a filter);
+    ties at the boundary in ``tie_key`` order (see :func:`.dense.top_n`)."""
     if allowed is None:
-        return top_n(scores, n, positive_only=positive_only)
-    return allowed[top_n(scores[allowed], n, positive_only=positive_only)]
+        return top_n(scores, n, positive_only=positive_only, tie_key=tie_key)
+    return allowed[top_n(scores[allowed], n, positive_only=positive_only,
+                         tie_key=None if tie_key is None else tie_key[allowed])]
 
 
 def append_retrieval_log(store: Store, result: SearchResult) -> Path:

@@ -17,6 +17,14 @@ Layout of a store directory (format 2)::
       retrieval_log/                    one Parquet file per search (kept across versions)
       .lock                             the writer's flock (and pid) while a run writes
 
+Format 3 adds, per layer, ``fingerprints/part-*.parquet`` (each document's input
+fingerprint, :mod:`.fingerprint`) and the BM25 term frequencies, and lets a version be a base
+plus an ordered list of deltas (``deltas/<run_id>/``, each with the same files for its new and
+changed documents plus ``tombstones.parquet``, the doc_ids it removes from the layers before
+it, and ``changes.parquet``). A version directory holds hard links to the base and earlier
+deltas of its parent, so every version is whole by itself and pruning one never touches
+another (see :mod:`.delta` and :mod:`.versions`).
+
 Each vector is stored once: retrieval scores the stored embeddings times their inverse norms,
 which is the cosine at the speed of unit vectors. Format 1 stores (which also kept a
 ``vectors.npy`` of unit vectors) are still read.
@@ -35,10 +43,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_FORMATS = (1, 2, 3)
+# The first format whose versions can take deltas: it records each document's input
+# fingerprint and the BM25 term frequencies (see :mod:`.delta`).
+UPDATABLE_FORMAT = 3
 DEFAULT_BUCKETS = 16
-KEEP_VERSIONS = 2
+KEEP_VERSIONS = 5
 CURRENT = "current"
 VERSIONS = "versions"
 SEGMENTS = "segments"
@@ -48,6 +59,10 @@ DOCUMENTS = "documents.parquet"
 MANIFEST = "manifest.json"
 INV_NORM = "inv_norm"
 PART_DIRS = (SEGMENTS, DECISIONS, EMBEDDINGS)
+FINGERPRINTS = "fingerprints"
+DELTAS = "deltas"
+TOMBSTONES = "tombstones.parquet"
+CHANGES = "changes.parquet"
 
 
 def part_name(bucket: int) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -18,11 +21,54 @@ from .layout import (
     DECISIONS,
     DOCUMENTS,
     EMBEDDINGS,
+    FINGERPRINTS,
     INV_NORM,
     MANIFEST,
     READABLE_FORMATS,
     SEGMENTS,
+    TOMBSTONES,
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """One layer of a version: its directory and the doc_ids later layers removed."""
+
+    name: str  # "" for the base, else "deltas/<run_id>"
+    path: Path
+    dead: frozenset[str]
+
+    def live(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        if not self.dead:
+            return frame
+        return frame.filter(~pl.col("doc_id").cast(pl.String).is_in(sorted(self.dead)))
+
+
+def _tombstones(layer: Path) -> set[str]:
+    path = layer / TOMBSTONES
+    if not path.exists():
+        return set()
+    return set(pl.read_parquet(path).get_column("doc_id").cast(pl.String).to_list())
+
+
+def pin_version(version: Path) -> int | None:
+    """Take a shared ``flock`` on ``version``'s manifest (``None`` when it cannot be opened:
+    the read that follows reports it)."""
+    try:
+        fd = os.open(version / MANIFEST, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # being removed right now; reading reports what is missing
+        pass
+    return fd
+
+
+def unpin(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def current_version(root: Path) -> Path | None:
@@ -64,19 +110,23 @@ class StoredVectors:
     gives unit vectors of a few rows (zero rows where a segment has no usable embedding).
     """
 
-    def __init__(self, parts: list[np.ndarray], inv_norm: np.ndarray) -> None:
+    def __init__(self, parts: list[np.ndarray], inv_norm: np.ndarray,
+                 live: np.ndarray | None = None) -> None:
         self.parts = parts
-        self.inv_norm = inv_norm
         self.offsets = np.concatenate([[0], np.cumsum([p.shape[0] for p in parts])]) \
             .astype(np.int64)
+        # ``live``: the stored row behind each row of this version (a version with deltas
+        # skips the rows its later layers replaced or deleted); ``None``: every stored row.
+        self.live = live
+        self.inv_norm = inv_norm if live is None else inv_norm[live]
         self.dim = int(parts[0].shape[1]) if parts else 0
 
     @property
     def shape(self) -> tuple[int, int]:
-        return int(self.offsets[-1]), self.dim
+        return len(self), self.dim
 
     def __len__(self) -> int:
-        return int(self.offsets[-1])
+        return int(self.offsets[-1]) if self.live is None else int(self.live.shape[0])
 
     # Array-like access to the *unit* vectors (what format 1 stored in vectors.npy): an index,
     # a slice, a list or an array of rows, a boolean mask; ``np.asarray`` gives all of them.
@@ -107,6 +157,8 @@ class StoredVectors:
         q = np.ascontiguousarray(queries, dtype=np.float32)
         pieces = [np.asarray(p @ q.T, dtype=np.float32) for p in self.parts]
         out = np.concatenate(pieces) if pieces else np.zeros((0, q.shape[0]), np.float32)
+        if self.live is not None:
+            out = out[self.live]
         out *= self.inv_norm[:, None]
         out[self.inv_norm == 0] = 0.0  # a null slot's values are unspecified (may be NaN)
         return out
@@ -114,6 +166,8 @@ class StoredVectors:
     def rows(self, rows: np.ndarray) -> np.ndarray:
         """The stored embeddings of ``rows`` as float32 (as given)."""
         rows = np.asarray(rows, dtype=np.int64)
+        if self.live is not None:
+            rows = self.live[rows]
         out = np.zeros((rows.shape[0], self.dim), dtype=np.float32)
         part = np.searchsorted(self.offsets, rows, side="right") - 1
         for p in np.unique(part).tolist():
@@ -171,6 +225,18 @@ class Store:
                 f"{', '.join(map(str, READABLE_FORMATS))}: re-ingest with this version"
             )
         self._vectors: StoredVectors | bool | None = False
+        self._layers: list[Layer] | None = None
+        # A shared lock on the manifest: prune and the writer's clean-up skip a version a
+        # reader holds, so a version opened here stays whole while this object lives.
+        self._pin = pin_version(version)
+
+    def close(self) -> None:
+        """Release the pin on this version (also when the object is collected)."""
+        unpin(self._pin)
+        self._pin = None
+
+    def __del__(self) -> None:
+        unpin(getattr(self, "_pin", None))
 
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r}, run_id={self.run_id!r})"
@@ -194,45 +260,103 @@ class Store:
     def embedding_dim(self) -> int | None:
         return (self.manifest.get("embedding") or {}).get("dim")
 
+    # A version is a base plus an ordered list of deltas (format 3); every layer is a
+    # directory with the same files, and a layer's rows are live unless a later layer's
+    # tombstones name their doc_id. Older versions are one layer, the version directory.
+    def layers(self) -> list[Layer]:
+        if self._layers is None:
+            names = self.manifest.get("layers") or [""]
+            dirs = [self.version / n if n else self.version for n in names]
+            stones = [_tombstones(d) for d in dirs]
+            out: list[Layer] = []
+            later: set[str] = set()
+            for name, d, t in reversed(list(zip(names, dirs, stones, strict=True))):
+                out.append(Layer(name, d, frozenset(later)))
+                later |= t
+            self._layers = out[::-1]
+        return self._layers
+
+    @property
+    def is_layered(self) -> bool:
+        return len(self.layers()) > 1
+
     def _files(self, sub: str, ext: str) -> list[Path]:
         return sorted((self.version / sub).glob(f"part-*.{ext}"))
 
+    def _scan(self, sub: str, *, required: bool = True) -> pl.LazyFrame | None:
+        frames = []
+        for layer in self.layers():
+            parts = sorted((layer.path / sub).glob("part-*.parquet"))
+            if parts:
+                frames.append(layer.live(pl.scan_parquet(parts)))
+        if not frames:
+            if required:
+                raise StoreError(f"store {self.root} has no {sub} files; re-ingest")
+            return None
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+
     def segments(self, *, with_embeddings: bool = True) -> pl.LazyFrame:
         """Kept segments (embeddings joined back when stored), in store order."""
-        parts = self._files(SEGMENTS, "parquet")
-        if not parts:
-            raise StoreError(f"store {self.root} has no segment files; re-ingest")
         frames = []
-        for path in parts:
-            lf = pl.scan_parquet(path)
-            emb_path = self.version / EMBEDDINGS / (path.stem + ".arrow")
-            if with_embeddings and emb_path.exists():
-                lf = pl.concat([lf, pl.scan_ipc(emb_path).select("embedding")],
-                               how="horizontal")
-            frames.append(lf)
-        return pl.concat(frames, how="vertical")
+        for layer in self.layers():
+            for path in sorted((layer.path / SEGMENTS).glob("part-*.parquet")):
+                lf = pl.scan_parquet(path)
+                emb_path = layer.path / EMBEDDINGS / (path.stem + ".arrow")
+                if with_embeddings and emb_path.exists():
+                    lf = pl.concat([lf, pl.scan_ipc(emb_path).select("embedding")],
+                                   how="horizontal")
+                frames.append(layer.live(lf))
+        if not frames:
+            raise StoreError(f"store {self.root} has no segment files; re-ingest")
+        return pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
 
     def decisions(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self._files(DECISIONS, "parquet"))
+        out = self._scan(DECISIONS)
+        assert out is not None
+        return out
 
     def documents(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.version / DOCUMENTS)
+        frames = [layer.live(pl.scan_parquet(layer.path / DOCUMENTS))
+                  for layer in self.layers() if (layer.path / DOCUMENTS).exists()]
+        if not frames:
+            return pl.scan_parquet(self.version / DOCUMENTS)  # raises the clear read error
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+
+    def fingerprints(self) -> pl.LazyFrame | None:
+        """Each live document's input fingerprint (format 3), or ``None`` (older stores)."""
+        return self._scan(FINGERPRINTS, required=False)
 
     def vectors(self) -> StoredVectors | None:
         """The kept embeddings in store order with their inverse norms (memory-mapped);
         ``None`` when the version stores no embeddings."""
         if self._vectors is False:
-            files = self._files(EMBEDDINGS, "arrow")
-            if not files:
+            loaded: list[tuple[np.ndarray, np.ndarray]] = []
+            live: list[np.ndarray] = []
+            offset = 0
+            any_dead = False
+            for layer in self.layers():
+                for path in sorted((layer.path / EMBEDDINGS).glob("part-*.arrow")):
+                    matrix, inv = _part_vectors(path)
+                    loaded.append((matrix, inv))
+                    keep = np.arange(offset, offset + matrix.shape[0], dtype=np.int64)
+                    if layer.dead:
+                        ids = pl.read_parquet(layer.path / SEGMENTS / (path.stem + ".parquet"),
+                                              columns=["doc_id"]).get_column("doc_id")
+                        mask = ~ids.cast(pl.String).is_in(sorted(layer.dead)).to_numpy()
+                        any_dead = any_dead or not mask.all()
+                        keep = keep[mask]
+                    live.append(keep)
+                    offset += matrix.shape[0]
+            if not loaded:
                 self._vectors = None
             else:
-                loaded = [_part_vectors(p) for p in files]
                 dims = {m.shape[1] for m, _ in loaded if m.shape[0]}
                 if len(dims) > 1:
                     raise StoreError(f"store {self.root}: embedding files of dimensions "
                                      f"{sorted(dims)}; the version is damaged, re-ingest")
-                self._vectors = StoredVectors([m for m, _ in loaded],
-                                              np.concatenate([i for _, i in loaded]))
+                self._vectors = StoredVectors(
+                    [m for m, _ in loaded], np.concatenate([i for _, i in loaded]),
+                    np.concatenate(live) if any_dead else None)
         return self._vectors  # type: ignore[return-value]
 
     @property
@@ -244,18 +368,23 @@ class Store:
         return self.root / "retrieval_log"
 
 
-def open_store(path: str | Path | Store) -> Store:
-    """Open the current version of the store at ``path``."""
+def open_store(path: str | Path | Store, *, version: str | None = None) -> Store:
+    """Open the current version (or the kept ``version``, by id) of the store at ``path``."""
     if isinstance(path, Store):
         return path
     root = Path(path)
     if not root.exists():
         raise StoreError(
             f"no store at {root}; create one with `arrowdedup ingest ... --out {root}`")
-    version = current_version(root)
-    if version is None or not version.is_dir():
+    if version is not None:
+        from .versions import resolve_version
+
+        chosen = resolve_version(root, version)
+        return Store(root, chosen.resolve(), read_manifest(chosen))
+    path_now = current_version(root)
+    if path_now is None or not path_now.is_dir():
         raise StoreError(
             f"{root} is not an arrowdedup store (no '{CURRENT}' version); "
             f"create one with `arrowdedup ingest ... --out {root}`"
         )
-    return Store(root, version, read_manifest(version))
+    return Store(root, path_now, read_manifest(path_now))

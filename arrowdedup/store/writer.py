@@ -162,24 +162,16 @@ def check_compatible(previous: Mapping[str, Any], dim: int | None,
 
 
 def _switch_current(root: Path, version: Path) -> None:
-    link = root / CURRENT
-    tmp_link = root / f".{CURRENT}.{uuid.uuid4().hex}"
-    os.symlink(Path(VERSIONS) / version.name, tmp_link)
-    os.replace(tmp_link, link)
-    fsync_dir(root)
+    from .versions import switch_current
+
+    switch_current(root, version)
 
 
-def _collect_garbage(root: Path, keep: Path) -> None:
-    versions = sorted(
-        (p for p in (root / VERSIONS).iterdir() if p.is_dir() and not p.name.startswith(".")),
-        key=lambda p: p.name,
-    )
-    for old in versions[:-KEEP_VERSIONS]:
-        if old != keep:
-            shutil.rmtree(old, ignore_errors=True)
-    for tmp in (root / VERSIONS).glob(".tmp-*"):
-        # Left by a killed run; ours are renamed away already (we hold the lock).
-        shutil.rmtree(tmp, ignore_errors=True)
+def _collect_garbage(root: Path, keep: Path, keep_versions: int = KEEP_VERSIONS) -> None:
+    from .versions import remove_versions
+
+    del keep  # the current version is never removed
+    remove_versions(root, keep_versions)
 
 
 @dataclasses.dataclass
@@ -302,6 +294,7 @@ class StoreWriter:
         embedding_model: str | None = None,
         extra: Mapping[str, Any] | None = None,
         indexes: Sequence[IndexBuilder] = (),
+        keep_versions: int = KEEP_VERSIONS,
     ) -> None:
         if buckets < 1:
             raise StoreError(f"buckets must be >= 1, got {buckets}")
@@ -312,6 +305,9 @@ class StoreWriter:
         self.embedding_model = embedding_model
         self.extra = dict(extra or {})
         self.indexes = tuple(indexes)
+        if keep_versions < 1:
+            raise StoreError(f"--keep-versions must be at least 1, got {keep_versions}")
+        self.keep_versions = keep_versions
         self.files: dict[str, dict[str, Any]] = {}
         self.counts: dict[str, int] = {}
         self.documents: list[pa.Table] = []
@@ -455,6 +451,11 @@ class StoreWriter:
                         "write": float((timings or {}).get("write", 0.0)) + self.timings["write"],
                         "index": float((timings or {}).get("index", 0.0)) + self.timings["index"]},
             "inputs": self.inputs,
+            "parent": self.previous.get("run_id") if self.previous else None,
+            "base": self.run_id,  # the version that wrote the base layer
+            "layers": [""],
+            "life": {"added": manifest_counts.get("documents", 0), "changed": 0,
+                     "removed": 0},
             **self.extra,
         }
         _pause_point("files-written")
@@ -470,7 +471,7 @@ class StoreWriter:
         _pause_point("renamed")
         _switch_current(self.root, self.final)
         _pause_point("switched")
-        _collect_garbage(self.root, self.final)
+        _collect_garbage(self.root, self.final, self.keep_versions)
         self.timings["commit"] += time.perf_counter() - t_commit - t_index
         return self.final
 

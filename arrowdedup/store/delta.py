@@ -1,0 +1,223 @@
+"""Writing a delta version: the parent's layers (hard-linked, never copied) plus one new layer.
+
+A delta layer (``deltas/<run_id>/``) holds the rows of the new and changed documents (the
+same files as a base: ``segments/``, ``decisions/``, ``embeddings/``, ``fingerprints/``
+``part-00000``, ``documents.parquet``, ``bm25/``), ``tombstones.parquet`` (the doc_ids of the
+replaced and deleted documents, which it removes from every earlier layer) and
+``changes.parquet`` (``doc_id``, ``change``: added / changed / removed). Its version directory
+hard-links every file of the parent (falling back to a copy where the file system has no hard
+links), so each version is whole by itself, its manifest lists (and checksums) every file it
+reads, and removing another version never touches it.
+
+:class:`DeltaWriter` takes the store lock on entry, so the caller decides what changed against
+the parent it holds (:attr:`DeltaWriter.parent`) and no other writer can move ``current``
+meanwhile; the version is written in a temporary directory, renamed into place and switched to
+with the same pause points as :class:`.writer.StoreWriter` (the crash tests kill it there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from ..errors import StoreError
+from .atomic import fsync_dir, fsync_file
+from .fingerprint import FINGERPRINT_KIND, document_fingerprints
+from .layout import (
+    CHANGES,
+    DELTAS,
+    DOCUMENTS,
+    FINGERPRINTS,
+    KEEP_VERSIONS,
+    MANIFEST,
+    TOMBSTONES,
+    VERSIONS,
+    part_name,
+)
+from .lock import store_lock
+from .reader import Store, open_store
+
+__all__ = ["DeltaWriter", "fingerprint_file"]
+
+
+def fingerprint_file(bucket: int, table: pa.Table | pl.DataFrame) -> tuple[str, Any, int]:
+    """The ``fingerprints/part-*.parquet`` file of one bucket's input rows."""
+    from .writer import parquet_bytes
+
+    fps = document_fingerprints(table)
+    return f"{FINGERPRINTS}/{part_name(bucket)}.parquet", parquet_bytes(fps.to_arrow()), \
+        fps.height
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Hard-link every file under ``src`` (but its manifest) into ``dst``."""
+    for path in sorted(src.rglob("*")):
+        if not path.is_file() or (path.name == MANIFEST and path.parent == src):
+            continue
+        target = dst / path.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, target)
+        except OSError as err:
+            if err.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                raise
+            shutil.copy2(path, target)
+
+
+class DeltaWriter:
+    """Write one delta version on top of the current one and switch to it (see module)."""
+
+    def __init__(self, root: str | Path, *, keep_versions: int = KEEP_VERSIONS) -> None:
+        if keep_versions < 1:
+            raise StoreError(f"--keep-versions must be at least 1, got {keep_versions}")
+        self.root = Path(root)
+        self.keep_versions = keep_versions
+        self._stack = contextlib.ExitStack()
+        self.parent: Store | None = None
+        self.tmp: Path | None = None
+        self.final: Path | None = None
+        self.run_id = ""
+        self.layer = ""
+        self.files: dict[str, dict[str, Any]] = {}
+        self.timings: dict[str, float] = {"write": 0.0, "index": 0.0, "commit": 0.0}
+
+    def __enter__(self) -> DeltaWriter:
+        from .writer import _pause_point
+
+        self._stack.enter_context(store_lock(self.root))
+        try:
+            _pause_point("locked")
+            self.parent = open_store(self.root)
+            self._stack.callback(self.parent.close)
+            self.run_id = (dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-"
+                           + uuid.uuid4().hex[:8])
+            self.tmp = self.root / VERSIONS / f".tmp-{self.run_id}"
+            self.final = self.root / VERSIONS / self.run_id
+            self.layer = f"{DELTAS}/{self.run_id}"
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
+        try:
+            if self.tmp is not None and self.tmp.exists():
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        finally:
+            self._stack.close()
+        if isinstance(err, OSError):
+            hint = "free some disk space" if err.errno == errno.ENOSPC else \
+                "check the permissions and free space of the store location"
+            raise StoreError(f"writing the store {self.root} failed ({err.strerror or err}); "
+                             f"the previous version is intact; {hint}") from err
+
+    def _write(self, rel: str, data: Any, rows: int | None) -> None:
+        from .writer import checksum_bytes
+
+        assert self.tmp is not None
+        path = self.tmp / self.layer / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(data)
+        fsync_file(path)
+        self.files[f"{self.layer}/{rel}"] = {"rows": rows, "xxh3_128": checksum_bytes(data)}
+
+    def write(
+        self,
+        *,
+        result: Any | None,
+        inputs: pl.DataFrame | None,
+        tombstones: list[str],
+        changes: pl.DataFrame,
+    ) -> None:
+        """Link the parent's files and write the new layer: ``result`` (an
+        :class:`arrowdedup.ingest.IngestionResult` of the new and changed documents, or
+        ``None`` for a delete), their ``inputs`` rows (fingerprints), the ``tombstones`` and
+        the ``changes`` rows."""
+        from ..retrieval.bm25 import Bm25Builder
+        from .writer import checksum_file, encode_bucket, parquet_bytes
+
+        assert self.tmp is not None and self.parent is not None
+        t0 = time.perf_counter()
+        self.tmp.mkdir()
+        _link_tree(self.parent.version, self.tmp)
+        self.files = dict(self.parent.manifest.get("files") or {})
+        (self.tmp / self.layer).mkdir(parents=True)
+        if result is not None and result.decisions.height:
+            builder = Bm25Builder()
+            out = encode_bucket(0, result.kept, result.decisions, None, result.embedding_dim,
+                                [builder])
+            for rel, data, rows in out.files:
+                self._write(rel, data, rows)
+            self._write(DOCUMENTS, parquet_bytes(result.documents.to_arrow()),
+                        result.documents.height)
+            assert inputs is not None
+            rel, data, rows = fingerprint_file(0, inputs)
+            self._write(rel, data, rows)
+            ti = time.perf_counter()
+            builder.add(out.index_parts.get(builder.name), out.kept_rows)
+            index_dir = builder.finish(self.tmp / self.layer)
+            if index_dir is not None:
+                for path in sorted(Path(index_dir).iterdir()):
+                    fsync_file(path)
+                    rel_path = path.relative_to(self.tmp).as_posix()
+                    self.files[rel_path] = {"rows": None, "xxh3_128": checksum_file(path)}
+            self.timings["index"] += time.perf_counter() - ti
+        stones = pa.table({"doc_id": pa.array(sorted(tombstones), type=pa.string())})
+        self._write(TOMBSTONES, parquet_bytes(stones), stones.num_rows)
+        self._write(CHANGES, parquet_bytes(changes.to_arrow()), changes.height)
+        self.timings["write"] += time.perf_counter() - t0
+
+    def commit(self, *, counts: dict[str, int], life: dict[str, int],
+               timings: dict[str, float] | None = None, extra: dict[str, Any] | None = None
+               ) -> Path:
+        """Write the manifest, rename the version into place and switch ``current``."""
+        from .versions import remove_versions, switch_current
+        from .writer import _pause_point
+
+        assert self.tmp is not None and self.final is not None and self.parent is not None
+        t0 = time.perf_counter()
+        previous = self.parent.manifest
+        manifest = {
+            **previous,
+            **(extra or {}),
+            "files": dict(sorted(self.files.items())),
+            "run_id": self.run_id,
+            "parent": previous.get("run_id", self.parent.version.name),
+            "created_at": dt.datetime.now(dt.UTC).isoformat(),
+            "layers": [*(previous.get("layers") or [""]), self.layer],
+            "counts": counts,
+            "life": life,
+            "timings": dict(timings or {}),
+            "fingerprints": FINGERPRINT_KIND,
+        }
+        _pause_point("files-written")
+        for sub in {self.tmp / self.layer, *(self.tmp / self.layer).rglob("*")}:
+            if sub.is_dir():
+                fsync_dir(sub)
+        mpath = self.tmp / MANIFEST
+        mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+        fsync_file(mpath)
+        fsync_dir(self.tmp)
+        _pause_point("manifest-written")
+        os.rename(self.tmp, self.final)
+        self.tmp = None
+        _pause_point("renamed")
+        switch_current(self.root, self.final)
+        _pause_point("switched")
+        self.parent.close()  # our own pin must not keep the parent from being pruned
+        remove_versions(self.root, self.keep_versions)
+        self.timings["commit"] += time.perf_counter() - t0
+        return self.final
+

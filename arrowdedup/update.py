@@ -1,0 +1,438 @@
+"""A store's life through the job path: update it, delete from it, compact it.
+
+- :func:`update_store` (``arrowdedup ingest INPUT --out STORE --update``): documents of the
+  input replace theirs by ``doc_id``; a document whose input rows are byte-equal (its
+  fingerprint, :mod:`arrowdedup.store.fingerprint`) is not touched; new documents are added;
+  documents absent from the input stay unless ``delete_missing``. Only the new and changed
+  documents are deduplicated (dedup is per document, so nothing else can change) and written
+  as one delta layer (:mod:`arrowdedup.store.delta`).
+- :func:`delete_documents` (``arrowdedup delete``): a delta of tombstones only.
+- :func:`compact_store` (``arrowdedup compact``): folds the deltas into a fresh base.
+
+Each returns the job path's :class:`arrowdedup.job.JobResult`; ``changes`` on it counts the
+documents added, changed, removed and unchanged, and ``dry_run`` says nothing was written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from .config import DedupConfig
+from .errors import InputError, SchemaError, StoreError
+from .job import JobResult, Source, _as_inputs, _documents_table, _timings, is_documents_input
+from .store import DEFAULT_BUCKETS, Store, StoreWriter, bucket_of, encode_bucket, open_store
+from .store.delta import DeltaWriter
+from .store.fingerprint import FINGERPRINT_KIND, document_fingerprints, empty_fingerprints
+from .store.layout import FINGERPRINTS, KEEP_VERSIONS, UPDATABLE_FORMAT, part_name
+from .store.writer import parquet_bytes
+
+if TYPE_CHECKING:
+    from .embed import Embedder
+    from .salience import SalienceScorer
+
+__all__ = ["Plan", "compact_store", "delete_documents", "update_store"]
+
+COUNT_COLUMNS = ("original_count", "final_count", "exact_count", "near_count",
+                 "filtered_count")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What an update or delete changes, by doc_id (each list sorted)."""
+
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+    unchanged: int
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.changed or self.removed)
+
+    def counts(self) -> dict[str, int]:
+        return {"added": len(self.added), "changed": len(self.changed),
+                "removed": len(self.removed), "unchanged": self.unchanged}
+
+    def changes_frame(self) -> pl.DataFrame:
+        rows = [(d, "added") for d in self.added] + [(d, "changed") for d in self.changed] \
+            + [(d, "removed") for d in self.removed]
+        rows.sort()
+        return pl.DataFrame({"doc_id": [r[0] for r in rows], "change": [r[1] for r in rows]},
+                            schema={"doc_id": pl.String, "change": pl.String})
+
+
+def _refuse_replace(store: Store, why: str) -> StoreError:
+    return StoreError(f"store {store.root}: {why}; a store never mixes them: pass --replace "
+                      "to rebuild it from this input (or write to a new store)")
+
+
+def check_updatable(store: Store) -> None:
+    """Refuse an update of a store written before deltas existed."""
+    fmt = int(store.manifest.get("format_version") or 0)
+    if fmt < UPDATABLE_FORMAT or not store.manifest.get("fingerprints"):
+        raise _refuse_replace(store, f"it was written by an older arrowdedup (format {fmt}, "
+                                     "no document fingerprints) and cannot take an update")
+
+
+def check_same_rules(store: Store, cfg: DedupConfig, *, model: str | None,
+                     extract_options: dict[str, Any] | None) -> None:
+    """Refuse an update whose rules, config, embedder or extraction options differ from the
+    store's."""
+    from .rules import RULES_VERSION
+
+    if store.manifest.get("rules") != RULES_VERSION:
+        raise _refuse_replace(store, f"it was decided under rules version "
+                                     f"{store.manifest.get('rules')!r}, this arrowdedup "
+                                     f"decides under {RULES_VERSION!r}")
+    if cfg.to_dict() != store.manifest.get("config"):
+        old = store.manifest.get("config") or {}
+        new = cfg.to_dict()
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        raise _refuse_replace(store, f"this update's config differs from the store's "
+                                     f"(in {', '.join(keys) or 'its values'})")
+    old_model = store.embedding_model
+    if model is not None and old_model is not None and model != old_model:
+        raise _refuse_replace(store, f"this update's embedder {model!r} differs from the "
+                                     f"store's {old_model!r}")
+    recorded = store.manifest.get("extract_options")
+    if extract_options is not None and recorded is not None and recorded != extract_options:
+        raise _refuse_replace(store, f"this update's extraction options {extract_options} "
+                                     f"differ from the store's {recorded}")
+
+
+def plan_update(store: Store, fps: pl.DataFrame, *, delete_missing: bool,
+                present: Sequence[str] = ()) -> Plan:
+    """Compare the input's document fingerprints with the store's; ``present``: documents of
+    the input known unchanged without being read (their files did not change)."""
+    stored = store.fingerprints()
+    old = stored.collect() if stored is not None else empty_fingerprints()
+    if store.manifest.get("fingerprints") != FINGERPRINT_KIND:
+        # Fingerprints of another Polars version cannot be compared: every document counts
+        # as changed (correct, only slower).
+        old = old.with_columns(pl.lit(0, pl.UInt64).alias("fp_a"),
+                               pl.lit(0, pl.UInt64).alias("fp_b"), pl.lit(0, pl.UInt32)
+                               .alias("rows"))
+    joined = fps.join(old, on="doc_id", how="full", suffix="_old", coalesce=True)
+    is_new = pl.col("fp_a_old").is_null()
+    is_gone = pl.col("fp_a").is_null()
+    same = (pl.col("fp_a") == pl.col("fp_a_old")) & (pl.col("fp_b") == pl.col("fp_b_old")) \
+        & (pl.col("rows") == pl.col("rows_old"))
+    ids = pl.col("doc_id")
+    added = joined.filter(is_new).get_column("doc_id").sort().to_list()
+    changed = joined.filter(~is_new & ~is_gone & ~same).get_column("doc_id").sort().to_list()
+    kept = set(present)
+    removed = [d for d in joined.filter(is_gone).get_column("doc_id").sort().to_list()
+               if d not in kept] if delete_missing else []
+    unchanged = joined.filter(~is_new & ~is_gone & same).select(ids).height + len(kept)
+    return Plan(added, changed, removed, unchanged)
+
+
+def _input_table(
+    store: Store, source: Source, timings: dict[str, float], *, embedder: Any,
+    quiet: bool, extract: dict[str, Any],
+) -> tuple[pa.Table, str | None, dict[str, Any]]:
+    """The update's input as one segments table (documents are extracted and embedded through
+    the store's cache), the embedding model, and the manifest extras it brings."""
+    from .schema import read_table_file
+
+    tables, paths = _as_inputs(source)
+    if paths and any(is_documents_input(p) for p in paths):
+        for p in paths:
+            if not p.exists():
+                raise InputError(f"input {p} does not exist; check the path")
+        recorded = store.manifest.get("source_files")
+        if recorded is None:  # no file record: extract everything
+            frame, model, extra = _documents_table(
+                paths, store.root, embedder=embedder, quiet=quiet, timings=timings, **extract)
+            return frame.to_arrow(), model, extra
+        return _changed_files_table(store, paths, recorded, timings, embedder=embedder,
+                                    quiet=quiet, extract=extract)
+    if paths:
+        tables = [read_table_file(p) for p in paths]
+    if not tables:
+        raise InputError("no input given; pass a segments table or files")
+    try:
+        table = pa.concat_tables(tables, promote_options="none") if len(tables) > 1 \
+            else tables[0]
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise SchemaError(f"the inputs do not share one schema ({err}); write them with the "
+                          "same columns and types") from err
+    return table, None, {}
+
+
+def _changed_files_table(
+    store: Store, paths: list[Path], recorded: dict[str, Any], timings: dict[str, float], *,
+    embedder: Any, quiet: bool, extract: dict[str, Any],
+) -> tuple[pa.Table, str | None, dict[str, Any]]:
+    """Extract and embed only the files whose size, mtime or hash changed since the store
+    recorded them; the documents of the others are reported as present and unchanged."""
+    from .source_files import file_records, split_files
+
+    live = set(store.documents().select(pl.col("doc_id").cast(pl.String)).collect()
+               .get_column("doc_id").to_list())
+    split = split_files(paths, extract.get("root"), recorded, live)
+    frames: list[pl.DataFrame] = []
+    records = {k: dict(v) for k, v in recorded.items() if k not in split.seen}
+    records.update(split.unchanged)
+    model: str | None = None
+    extra: dict[str, Any] = {}
+    n_files = 0
+    for base, files in sorted(split.changed.items()):
+        frame, model, extra = _documents_table(
+            files, store.root, embedder=embedder, quiet=quiet, timings=timings,
+            **{**extract, "root": base})
+        records.update(file_records(files, base, frame.get_column("doc_id").cast(pl.String)
+                                    .unique().to_list()))
+        frames.append(frame)
+        n_files += len(files)
+    extra = {**extra, "source_files": records, "present": sorted(split.unchanged_ids),
+             "extract": {**(extra.get("extract") or {}), "files": n_files}}
+    if not frames:
+        return pa.table({"doc_id": pa.array([], pa.string())}), model, extra
+    return pl.concat(frames, how="diagonal_relaxed").to_arrow(), model, extra
+
+
+def _check_ids(store: Store, frame: pl.DataFrame, subset: pl.DataFrame) -> None:
+    """segment_id stays unique across the store: the input's, and the new rows' against the
+    documents the update leaves as they are."""
+    if "segment_id" not in frame.columns or "doc_id" not in frame.columns:
+        raise SchemaError("required columns 'doc_id' and 'segment_id' are missing; add them")
+    ids = frame.get_column("segment_id").cast(pl.String)
+    if ids.is_duplicated().any():
+        dup = ids.filter(ids.is_duplicated()).unique().sort().head(5).to_list()
+        raise SchemaError(f"column 'segment_id' has duplicate values across documents "
+                          f"(first: {dup}); make segment_id unique in the whole input")
+    if subset.height == 0:
+        return
+    clash = (store.decisions().select(pl.col("doc_id").cast(pl.String),
+                                      pl.col("segment_id").cast(pl.String))
+             .filter(~pl.col("doc_id").is_in(frame.get_column("doc_id").cast(pl.String)
+                                             .unique().to_list()))
+             .filter(pl.col("segment_id").is_in(subset.get_column("segment_id")
+                                                .cast(pl.String).to_list()))
+             .select("segment_id").unique().sort("segment_id").head(5).collect())
+    if clash.height:
+        raise SchemaError(f"segment_id values {clash.get_column('segment_id').to_list()} "
+                          "already belong to other documents of the store; make segment_id "
+                          "unique across the store")
+
+
+def _counts(parent: Store, plan: Plan, documents: pl.DataFrame | None) -> dict[str, int]:
+    dead = [*plan.changed, *plan.removed]
+    old = parent.documents().select(pl.col("doc_id").cast(pl.String), *COUNT_COLUMNS) \
+        .filter(~pl.col("doc_id").is_in(dead)).collect()
+    frames = [old]
+    if documents is not None and documents.height:
+        frames.append(documents.select(pl.col("doc_id").cast(pl.String), *COUNT_COLUMNS))
+    docs = pl.concat(frames, how="vertical_relaxed")
+    s = {c: int(docs.get_column(c).sum()) if docs.height else 0 for c in COUNT_COLUMNS}
+    return {"documents": docs.height, "segments_in": s["original_count"],
+            "segments_kept": s["final_count"], "kept": s["final_count"],
+            "dropped_exact": s["exact_count"], "merged_near": s["near_count"],
+            "filtered_low_salience": s["filtered_count"]}
+
+
+def _result(store: Store, timings: dict[str, float], cfg: DedupConfig, plan: Plan,
+            start: float, *, dry_run: bool = False) -> JobResult:
+    timings["total"] = time.perf_counter() - start
+    return JobResult(store, _timings(timings), cfg, changes=plan.counts(), dry_run=dry_run)
+
+
+def update_store(
+    store: str | Path | Store,
+    inputs: Source,
+    *,
+    config: DedupConfig | None = None,
+    delete_missing: bool = False,
+    dry_run: bool = False,
+    threads: int | None = None,
+    embedder: str | Embedder | None = None,
+    embedding_model: str | None = None,
+    language_from_path: str | None = None,
+    key_columns: Sequence[str] | None = None,
+    skip_bad_files: bool = False,
+    root: str | Path | None = None,
+    detect_keys: bool = True,
+    doc_version_from_path: str | None = None,
+    scorer: SalienceScorer | None = None,
+    keep_versions: int = KEEP_VERSIONS,
+    quiet: bool = True,
+) -> JobResult:
+    """Bring ``inputs`` into the store as one delta version (see the module); ``config``
+    defaults to the store's own. Refuses (naming ``--replace``) a store written before
+    deltas, and a config, embedder or extraction options other than the store's."""
+    from .ingest import ingest
+    from .vectors import input_rows
+
+    start = time.perf_counter()
+    timings: dict[str, float] = {}
+    current = open_store(store)
+    check_updatable(current)
+    cfg = current.config if config is None else config
+    extract = {"language_from_path": language_from_path,
+               "key_columns": list(key_columns) if key_columns else None,
+               "skip_bad_files": skip_bad_files, "root": str(root) if root else None,
+               "detect_keys": detect_keys, "doc_version_from_path": doc_version_from_path}
+    check_same_rules(current, cfg, model=embedding_model, extract_options=None)
+    _, paths = _as_inputs(inputs)
+    if paths and any(is_documents_input(p) for p in paths):
+        check_same_rules(current, cfg, model=None, extract_options=extraction_record(extract))
+    t = time.perf_counter()
+    table, model, extra = _input_table(
+        current, inputs, timings, embedder=embedder, quiet=quiet,
+        extract={**extract, "root": root})
+    check_same_rules(current, cfg, model=model or embedding_model, extract_options=None)
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    if "doc_id" not in frame.columns:
+        raise SchemaError("required column 'doc_id' is missing; add it (the partition key)")
+    fps = document_fingerprints(frame)
+    timings["read"] = time.perf_counter() - t
+    present = list(extra.pop("present", []))
+    if dry_run:
+        return _result(current, timings, cfg, plan_update(
+            current, fps, delete_missing=delete_missing, present=present), start, dry_run=True)
+    current.close()
+    with DeltaWriter(current.root, keep_versions=keep_versions) as writer:
+        parent = writer.parent
+        assert parent is not None
+        plan = plan_update(parent, fps, delete_missing=delete_missing, present=present)
+        if plan.empty:  # nothing to write: the current version stays
+            return _result(open_store(parent.root), timings, cfg, plan, start)
+        todo = pl.Series([*plan.added, *plan.changed], dtype=pl.String)
+        subset = frame.filter(pl.col("doc_id").cast(pl.String).is_in(todo.to_list()))
+        _check_ids(parent, frame, subset)
+        result = None
+        if subset.height:
+            with input_rows(frame.height):
+                result = ingest(subset, cfg, threads=threads, scorer=scorer)
+            dim = parent.embedding_dim
+            if dim and result.embedding_dim and dim != result.embedding_dim:
+                raise _refuse_replace(parent, f"this update's embeddings are "
+                                              f"{result.embedding_dim}-d, the store's {dim}-d")
+            for key, value in result.timings.items():
+                timings[key] = timings.get(key, 0.0) + value
+        writer.write(result=result, inputs=subset, tombstones=[*plan.changed, *plan.removed],
+                     changes=plan.changes_frame())
+        life = {k: v for k, v in plan.counts().items() if k != "unchanged"}
+        embedding = dict(parent.manifest.get("embedding") or {})
+        if result is not None and result.embedding_dim and not embedding.get("dim"):
+            embedding["dim"] = result.embedding_dim
+        writer.commit(counts=_counts(parent, plan, result.documents if result else None),
+                      life=life, timings=timings,
+                      extra={"embedding": embedding,
+                             **{k: v for k, v in extra.items()
+                                if k in ("embedding_cache", "source_files", "extract")}})
+    timings.update({k: timings.get(k, 0.0) + v for k, v in writer.timings.items()})
+    return _result(open_store(current.root), timings, cfg, plan, start)
+
+
+def extraction_record(extract: dict[str, Any]) -> dict[str, Any]:
+    """The extraction options a store records (and an update must repeat)."""
+    return {k: extract.get(k) for k in ("language_from_path", "key_columns", "detect_keys",
+                                        "doc_version_from_path")}
+
+
+def delete_documents(
+    store: str | Path | Store, doc_ids: Iterable[str], *, dry_run: bool = False,
+    keep_versions: int = KEEP_VERSIONS,
+) -> JobResult:
+    """Remove documents by id as one delta version; an id the store does not hold is an
+    error naming it, and nothing is deleted."""
+    start = time.perf_counter()
+    wanted = sorted({str(d) for d in doc_ids})
+    if not wanted:
+        raise InputError("no doc_id given; name the documents to delete (or --from-file F)")
+    current = open_store(store)
+    check_updatable(current)
+
+    def plan_of(st: Store) -> Plan:
+        live = set(st.documents().select(pl.col("doc_id").cast(pl.String)).collect()
+                   .get_column("doc_id").to_list())
+        unknown = [d for d in wanted if d not in live]
+        if unknown:
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            raise StoreError(f"store {st.root} has no document {unknown[0]!r}"
+                             + (f" (unknown: {unknown[:5]}{more})" if len(unknown) > 1 else "")
+                             + "; nothing was deleted: check the ids (`arrowdedup stats` or "
+                             "the documents view lists them)")
+        return Plan([], [], wanted, len(live) - len(wanted))
+
+    timings: dict[str, float] = {}
+    if dry_run:
+        return _result(current, timings, current.config, plan_of(current), start, dry_run=True)
+    current.close()
+    with DeltaWriter(current.root, keep_versions=keep_versions) as writer:
+        assert writer.parent is not None
+        plan = plan_of(writer.parent)
+        writer.write(result=None, inputs=None, tombstones=plan.removed,
+                     changes=plan.changes_frame())
+        writer.commit(counts=_counts(writer.parent, plan, None),
+                      life={"added": 0, "changed": 0, "removed": len(plan.removed)},
+                      timings=timings)
+        cfg = writer.parent.config
+    timings.update(writer.timings)
+    return _result(open_store(current.root), timings, cfg, plan, start)
+
+
+def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIONS
+                  ) -> JobResult:
+    """Fold the current version's deltas into one base, written as a new version (the same
+    data, row for row); a version without deltas is left as it is."""
+    from .retrieval.bm25 import Bm25Builder
+
+    start = time.perf_counter()
+    current = open_store(store)
+    cfg = current.config
+    empty = Plan([], [], [], 0)
+    if not current.is_layered:
+        return _result(current, {}, cfg, empty, start)
+    check_updatable(current)
+    m = current.manifest
+    buckets = int(m.get("buckets") or DEFAULT_BUCKETS)
+    carried = ("fingerprints", "extract_options", "source", "embedder", "input_key", "engine",
+               "source_files", "rules")
+    keep: dict[str, Any] = {k: m[k] for k in carried if k in m}
+    builder = Bm25Builder()
+    writer = StoreWriter(current.root, buckets=buckets, config=cfg, inputs=m.get("inputs", []),
+                         embedding_model=current.embedding_model, indexes=[builder],
+                         keep_versions=keep_versions,
+                         extra={**keep, "life": {"added": 0, "changed": 0, "removed": 0},
+                                "compacted_from": current.run_id})
+    kept = current.segments().collect()
+    decisions = current.decisions().collect()
+    documents = current.documents().collect()
+    fps_lf = current.fingerprints()
+    fps = fps_lf.collect() if fps_lf is not None else empty_fingerprints()
+    dim = current.embedding_dim
+    current.close()
+
+    def split(frame: pl.DataFrame) -> list[np.ndarray]:
+        b = bucket_of(frame.get_column("doc_id").cast(pl.String).to_arrow(), buckets)
+        order = np.argsort(b, kind="stable")
+        bounds = np.searchsorted(b[order], np.arange(buckets + 1))
+        return [order[bounds[i]:bounds[i + 1]] for i in range(buckets)]
+
+    parts = [split(f) for f in (kept, decisions, documents, fps)]
+    with writer:
+        written = 0
+        for b in range(buckets):
+            k, d, doc, fp = (p[b] for p in parts)
+            if d.size == 0 and not (b == buckets - 1 and written == 0):
+                continue
+            out = encode_bucket(b, kept[k], decisions[d], documents[doc], dim, [builder])
+            fp_frame = fps[fp]
+            out.files.append((f"{FINGERPRINTS}/{part_name(b)}.parquet",
+                              parquet_bytes(fp_frame.to_arrow()), fp_frame.height))
+            writer.add(out)
+            written += 1
+        writer.commit()
+    return _result(open_store(current.root), dict(writer.timings), cfg, empty, start)
