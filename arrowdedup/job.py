@@ -343,13 +343,24 @@ def bucket_source(inputs: Sequence[Path] | Sequence[pa.Table], buckets: int, wor
     sizes = [_parquet_bytes_uncompressed(p) for p in paths]
     if memory_budget > 0 and all(n is not None for n in sizes) and \
             sum(n or 0 for n in sizes) <= memory_budget:
-        tables = [read_table_file(p) for p in paths]
+        tables = [_read_parquet(p) for p in paths]
         _check_schemas([t.schema for t in tables], paths)
         yield BucketSource(tuple(f"mem:{i}" for i in range(len(tables))), buckets, False,
                            sum(t.num_rows for t in tables), tuple(tables))
         return
     with _partitioned([(*_batches(p), str(p)) for p in paths], buckets, workdir) as source:
         yield source
+
+
+def _read_parquet(path: Path) -> pa.Table:
+    """A whole Parquet file as an Arrow table, read by Polars: on the 1M benchmark file it is
+    the faster reader and its peak memory is about the data (pyarrow's ``read_table`` peaked
+    at ~3.5x the data at 200k segments: 1.16 GB against Polars' 0.57 GB)."""
+    try:
+        return pl.read_parquet(path).to_arrow()
+    except (pl.exceptions.PolarsError, pa.ArrowException, OSError) as err:
+        raise InputError(f"{path} is truncated or corrupted and cannot be read ({err}); "
+                         "re-export the file") from err
 
 
 def _batches(path: Path) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:

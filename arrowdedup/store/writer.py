@@ -189,12 +189,23 @@ class BucketOutput:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
+# Columns whose values repeat across many rows: only these are dictionary-encoded. For a
+# column of unique values (segment_id, text) the writer would build a dictionary and then
+# fall back to plain pages, which costs time and bytes (measured on a 62,500-row bucket of
+# the 1M benchmark: the decisions file 15 % smaller, the segments file 8 %, both written
+# faster).
+DICTIONARY_COLUMNS = frozenset({"doc_id", "segment_type", "language", "doc_type", "action",
+                                "guard_reason"})
+
+
 def parquet_bytes(table: pa.Table) -> pa.Buffer:
     """The Parquet file of ``table`` in memory (an Arrow buffer: written and hashed through
     the buffer protocol, without a copy into a bytes object)."""
     sink = pa.BufferOutputStream()
+    dictionary = [name for name, field in zip(table.column_names, table.schema, strict=True)
+                  if name in DICTIONARY_COLUMNS or pa.types.is_dictionary(field.type)]
     pq.write_table(table, sink, compression="zstd", row_group_size=128 * 1024,
-                   write_statistics=True, store_schema=True)
+                   use_dictionary=dictionary, write_statistics=True, store_schema=True)
     return sink.getvalue()
 
 
