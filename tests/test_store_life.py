@@ -62,7 +62,7 @@ def assert_same_data(a: object, b: object) -> None:
 def _store(tmp_path: Path, state: dict[int, int], name: str = "s",
            config: DedupConfig | None = None) -> Path:
     root = tmp_path / name
-    ingest_to_store(corpus_of(state), root, config, buckets=4, quiet=True)
+    ingest_to_store(corpus_of(state), root, config=config, buckets=4, quiet=True)
     return root
 
 
