@@ -47,8 +47,9 @@ def _merge(acc: np.uint64, val: np.uint64) -> np.uint64:
     return acc * _P1 + _P4
 
 
-@numba.njit(nogil=True, cache=True)
-def _xxh64_one(data: np.ndarray, start: int, end: int) -> np.uint64:
+@numba.njit(inline="always")
+def xxh64_inline(data: np.ndarray, start: int, end: int) -> np.uint64:
+    """XXH64 of ``data[start:end]`` (the body of :func:`_xxh64_one` and :func:`xxh64_plain`)."""
     length = end - start
     i = start
     if length >= 32:
@@ -89,6 +90,18 @@ def _xxh64_one(data: np.ndarray, start: int, end: int) -> np.uint64:
     h = h * _P3
     h = h ^ (h >> np.uint64(32))
     return h
+
+
+@numba.njit(nogil=True, cache=True)
+def _xxh64_one(data: np.ndarray, start: int, end: int) -> np.uint64:
+    return xxh64_inline(data, start, end)
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)
+def xxh64_plain(data: np.ndarray, start: int, end: int) -> np.uint64:
+    """:func:`_xxh64_one` compiled without reference counting, for the fact scanner (a
+    function with reference counting increments its array arguments on every call)."""
+    return xxh64_inline(data, start, end)
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)

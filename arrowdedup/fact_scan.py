@@ -16,12 +16,16 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._hashing_jit import _xxh64_one
+from ._hashing_jit import xxh64_plain as _xxh64_one
 
 LOW = np.uint64((1 << 61) - 1)
 
 # Character classes of the scanner.
 C_SPACE, C_PUNCT, C_LETTER, C_DIGIT, C_WIDE, C_APOS = 0, 1, 2, 3, 4, 5
+
+# At most this many facts per byte of a row: a piece (one byte or more) yields at most three
+# (a waiting number, a word or mention, its own fact), a quoted span (two bytes or more) one.
+ROW_FACTS_PER_BYTE = 4
 
 # Word-table values: a negative value marks a unit (index into the unit table).
 K_NUMBER, K_DATE, K_VERSION, K_IDENT, K_NAME, K_OPPOSITE, K_NEGATION = 1, 2, 3, 4, 5, 6, 7
@@ -181,19 +185,12 @@ def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uin
 
 
 @numba.njit(inline="always")
-def _push(out: np.ndarray, rows: np.ndarray, n_out: int, r: int, h: np.uint64, kind: int
-          ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Append fact ``(h, kind)`` of row ``r``, doubling the buffers when full."""
-    if n_out == out.shape[0]:
-        grown = np.empty(out.shape[0] * 2, dtype=np.uint64)
-        grown[:n_out] = out[:n_out]
-        out = grown
-        grown_rows = np.empty(out.shape[0], dtype=np.int64)
-        grown_rows[:n_out] = rows[:n_out]
-        rows = grown_rows
+def _push(out: np.ndarray, rows: np.ndarray, n_out: int, r: int, h: np.uint64, kind: int) -> int:
+    """Append fact ``(h, kind)`` of row ``r``; :func:`_scan` keeps room for a row's worst case
+    before it reads the row."""
     out[n_out] = (h & LOW) | (np.uint64(kind) << np.uint64(61))
     rows[n_out] = r
-    return out, rows, n_out + 1
+    return n_out + 1
 
 
 @numba.njit(inline="always")
@@ -230,9 +227,9 @@ def _is_initials(data: np.ndarray, s: int, e: int) -> bool:
     return run <= 1
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, _nrt=False)
 def _quoted(data: np.ndarray, s: int, e: int, r: int, out: np.ndarray, out_rows: np.ndarray,
-            n_out: int, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+            n_out: int, scratch: np.ndarray) -> int:
     """Backticked and quoted spans of row ``r`` (bytes ``s:e``): each content is one
     identifier (the first of the scanner's two passes over a row)."""
     i = s
@@ -297,18 +294,27 @@ def _quoted(data: np.ndarray, s: int, e: int, r: int, out: np.ndarray, out_rows:
             k += lk
         if w > 0:
             h = _xxh64_one(scratch, 0, w)
-            out, out_rows, n_out = _push(out, out_rows, n_out, r, h, K_IDENT)
+            n_out = _push(out, out_rows, n_out, r, h, K_IDENT)
         i = found + (1 if close < 0x80 else (2 if close < 0x800 else 3))
-    return out, out_rows, n_out
+    return n_out
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, _nrt=False)
 def _scan(
     offsets: np.ndarray,
     data: np.ndarray,
     code: np.ndarray,
     comma: np.ndarray,
     nouns: np.ndarray,
+    first: int,
+    out: np.ndarray,
+    out_rows: np.ndarray,
+    n_out: int,
+    scratch: np.ndarray,
+    num_buf: np.ndarray,
+    parse_buf: np.ndarray,
+    unit_buf: np.ndarray,
+    digit_buf: np.ndarray,
     word_keys: np.ndarray,
     word_values: np.ndarray,
     unit_keys: np.ndarray,
@@ -318,26 +324,28 @@ def _scan(
     wide_neg: np.ndarray,
     wide_neg_offsets: np.ndarray,
     word_filter: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(row of each fact, fact hash), rows ascending, for the rows of ``offsets``."""
+) -> tuple[int, int]:
+    """Facts of rows ``first, first + 1, ...`` appended to ``out`` / ``out_rows`` (hash, row),
+    rows ascending, from ``n_out`` on. Returns (next row, fact count): it stops before a row
+    whose worst case (:data:`ROW_FACTS_PER_BYTE` facts per byte) might not fit, so that the
+    caller grows the buffers and calls again from there.
+
+    Compiled without Numba's reference counting (``_nrt=False``), as are the functions it
+    calls (the small helpers are inlined), and no array is allocated here: with reference
+    counting, the atomic increments of array variables took about a third of the scan."""
     n = offsets.shape[0] - 1
-    cap = max(16, n * 4)
-    out = np.empty(cap, dtype=np.uint64)
-    out_rows = np.empty(cap, dtype=np.int64)
-    n_out = 0
-    scratch = np.empty(4096, dtype=np.uint8)
-    num_buf = np.empty(128, dtype=np.uint8)  # a number waiting for its unit word
-    parse_buf = np.empty(128, dtype=np.uint8)  # the number being read (never the waiting one)
-    unit_buf = np.empty(4096, dtype=np.uint8)
-    for r in range(n):
+    cap = out.shape[0]
+    for r in range(first, n):
         s = offsets[r]
         e = offsets[r + 1]
         if e - s > 1_000_000:
             e = s + 1_000_000  # facts of a huge text beyond 1 MB are not read
+        if n_out + ROW_FACTS_PER_BYTE * (e - s) + 16 > cap:
+            return r, n_out
         row_first = n_out
         title_words = 0
         lower_words = 0
-        out, out_rows, n_out = _quoted(data, s, e, r, out, out_rows, n_out, scratch)
+        n_out = _quoted(data, s, e, r, out, out_rows, n_out, scratch)
         # 2. Chunks.
         sentence_start = True
         pend_num = -1  # length of a number in num_buf waiting for a unit word, or -1
@@ -413,7 +421,7 @@ def _scan(
                 continue
             if code[r]:
                 h = _xxh64_one(data, cs, ce)
-                out, out_rows, n_out = _push(out, out_rows, n_out, r, h, K_IDENT)
+                n_out = _push(out, out_rows, n_out, r, h, K_IDENT)
                 continue
             # Pieces: split where a wide script meets a narrow one, at '=' and at inner
             # punctuation of wide scripts.
@@ -453,7 +461,7 @@ def _scan(
                     if idx >= 0 and word_values[idx] >> np.uint64(61) != 0:
                         kind = int(word_values[idx] >> np.uint64(61))
                         # Word-table values are whole fact hashes.
-                        out, out_rows, n_out = _push(out, out_rows, n_out, r,
+                        n_out = _push(out, out_rows, n_out, r,
                                                      word_values[idx], kind)
                         kind = 0
                     # Negation inside an unsegmented script (Chinese, Japanese, Korean).
@@ -707,7 +715,7 @@ def _scan(
                                 # A number word: its digits wait for a unit like a number.
                                 digits = int(val & np.uint64(0xFFFFFFFF))
                                 z2 = 0
-                                tmp = np.empty(12, dtype=np.uint8)
+                                tmp = digit_buf
                                 nd = 0
                                 while True:
                                     tmp[nd] = 48 + digits % 10
@@ -722,7 +730,7 @@ def _scan(
                                 kind = K_NUMBER
                                 is_num = True
                             else:
-                                out, out_rows, n_out = _push(out, out_rows, n_out, r, val, vk)
+                                n_out = _push(out, out_rows, n_out, r, val, vk)
                                 kind = 0
                         elif title:
                             kind = 0 if (sentence_start or nouns[r]) else K_NAME
@@ -730,7 +738,7 @@ def _scan(
                             # A mention (kind 0) is written too: it lets a name of the other
                             # segment be found here.
                             hm = _xxh64_one(data, ps, we)
-                            out, out_rows, n_out = _push(out, out_rows, n_out, r, hm, kind)
+                            n_out = _push(out, out_rows, n_out, r, hm, kind)
                             kind = 0
                         if idx < 0:
                             # "don't", "n'est": negation by affix.
@@ -762,12 +770,12 @@ def _scan(
                             for z in range(unit_offsets[u], unit_offsets[u + 1]):
                                 num_buf[w2] = unit_bytes[z]
                                 w2 += 1
-                            out, out_rows, n_out = _push(out, out_rows, n_out, r,
+                            n_out = _push(out, out_rows, n_out, r,
                                                          _xxh64_one(num_buf, 0, w2), K_NUMBER)
                             attached = True
                             kind = 0
                     if not attached:
-                        out, out_rows, n_out = _push(out, out_rows, n_out, r,
+                        n_out = _push(out, out_rows, n_out, r,
                                                      _xxh64_one(num_buf, 0, pend_num),
                                                      pend_kind)
                     pend_num = -1
@@ -782,17 +790,42 @@ def _scan(
                         h = _xxh64_one(scratch, 0, use_scratch)
                     else:
                         h = _xxh64_one(data, hash_s, hash_e)
-                    out, out_rows, n_out = _push(out, out_rows, n_out, r, h, kind)
+                    n_out = _push(out, out_rows, n_out, r, h, kind)
             sentence_start = ends_sentence
         if pend_num >= 0:
-            out, out_rows, n_out = _push(out, out_rows, n_out, r,
+            n_out = _push(out, out_rows, n_out, r,
                                          _xxh64_one(num_buf, 0, pend_num), pend_kind)
         if title_words >= 3 and title_words > lower_words:
             # Title Case ("Chicago Shooting Shows Gap"): capitals say nothing about names.
             for k in range(row_first, n_out):
                 if out[k] >> np.uint64(61) == np.uint64(K_NAME):
                     out[k] = out[k] & LOW
-    return out_rows[:n_out], out[:n_out]
+    return n, n_out
+
+
+def _scan_rows(offsets: np.ndarray, data: np.ndarray, code: np.ndarray, comma: np.ndarray,
+               nouns: np.ndarray, tables: tuple[np.ndarray, ...]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(row of each fact, fact hash), rows ascending, for the rows of ``offsets``: :func:`_scan`
+    called again with grown buffers until every row is read."""
+    n = offsets.shape[0] - 1
+    cap = max(1024, n * 8)
+    out = np.empty(cap, dtype=np.uint64)
+    out_rows = np.empty(cap, dtype=np.int64)
+    work = (np.empty(4096, dtype=np.uint8), np.empty(128, dtype=np.uint8),
+            np.empty(128, dtype=np.uint8), np.empty(4096, dtype=np.uint8),
+            np.empty(16, dtype=np.uint8))
+    row, n_out = 0, 0
+    while True:
+        row, n_out = _scan(offsets, data, code, comma, nouns, row, out, out_rows, n_out, *work,
+                           *tables)
+        if row >= n:
+            return out_rows[:n_out], out[:n_out]
+        need = n_out + ROW_FACTS_PER_BYTE * min(int(offsets[row + 1] - offsets[row]),
+                                                1_000_000) + 16
+        cap = max(2 * cap, need)
+        out = np.concatenate([out[:n_out], np.empty(cap - n_out, dtype=np.uint64)])
+        out_rows = np.concatenate([out_rows[:n_out], np.empty(cap - n_out, dtype=np.int64)])
 
 
 def scan(offsets: np.ndarray, data: np.ndarray, code: np.ndarray, comma: np.ndarray,
@@ -803,13 +836,13 @@ def scan(offsets: np.ndarray, data: np.ndarray, code: np.ndarray, comma: np.ndar
     n = offsets.shape[0] - 1
     blocks = max(1, min(threads * 4, n // 2048))
     if blocks == 1:
-        return _scan(offsets, data, code, comma, nouns, *tables)  # type: ignore[no-any-return]
+        return _scan_rows(offsets, data, code, comma, nouns, tables)
     bounds = np.linspace(0, n, blocks + 1).astype(np.int64)
 
     def run(b: int) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = int(bounds[b]), int(bounds[b + 1])
-        rows, hashes = _scan(offsets[lo : hi + 1], data, code[lo:hi], comma[lo:hi],
-                             nouns[lo:hi], *tables)
+        rows, hashes = _scan_rows(offsets[lo : hi + 1], data, code[lo:hi], comma[lo:hi],
+                                  nouns[lo:hi], tables)
         return rows + lo, hashes
 
     from concurrent.futures import ThreadPoolExecutor

@@ -322,6 +322,30 @@ def _sorted_unique_rows(rows: np.ndarray, values: np.ndarray, n: int
     return offsets, out[:w]
 
 
+@numba.njit(nogil=True, cache=True)
+def _sorted_unique_csr(offsets: np.ndarray, values: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_sorted_unique_rows` of CSR rows ``values[offsets[r] - offsets[0]:...]``. A
+    column this module wrote is sorted and unique already: one pass checks that and copies."""
+    n = offsets.shape[0] - 1
+    base = offsets[0]
+    ordered = True
+    for r in range(n):
+        for i in range(offsets[r] + 1 - base, offsets[r + 1] - base):
+            if values[i - 1] >= values[i]:
+                ordered = False
+                break
+        if not ordered:
+            break
+    if ordered:
+        return offsets - base, values.copy()
+    rows = np.empty(values.shape[0], dtype=np.int64)
+    for r in range(n):
+        for i in range(offsets[r] - base, offsets[r + 1] - base):
+            rows[i] = r
+    return _sorted_unique_rows(rows, values, n)
+
+
 def fact_signatures(text: pl.Series, *, segment_type: pl.Series | None = None,
                     language: pl.Series | None = None) -> pl.Series:
     """The ``fact_signature`` column (``list<uint64>``) of a text column, vectorised."""
@@ -384,6 +408,16 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
     strict = ma == 1 or mb == 1
     a0, a1 = offsets[a], offsets[a + 1]
     b0, b1 = offsets[b], offsets[b + 1]
+    if a1 - a0 == b1 - b0:
+        # Equal fact sets (a near copy, the common case of a cosine hit) never conflict:
+        # one linear pass instead of a binary search per fact each way.
+        same = True
+        for i in range(a1 - a0):
+            if values[a0 + i] != values[b0 + i]:
+                same = False
+                break
+        if same:
+            return 0
     k = _missing(values, a0, a1, b0, b1, True, strict)
     if k != 0:
         return k
@@ -453,14 +487,14 @@ def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         arr = arr.combine_chunks()
     if arr.null_count == 0 and (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
         # The list offsets as they are (a slice starts past 0), no per-row work in Python.
-        raw = np.asarray(arr.offsets, dtype=np.int64)
+        raw = np.array(arr.offsets, dtype=np.int64)
         values = np.asarray(arr.values, dtype=np.uint64)[raw[0] : raw[-1]]
-        lengths = np.diff(raw)
     else:
         lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+        raw = np.zeros(len(arr) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=raw[1:])
         values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-    rows = np.repeat(np.arange(len(arr), dtype=np.int64), lengths)
-    return _sorted_unique_rows(rows, np.ascontiguousarray(values), len(arr))  # type: ignore[no-any-return]
+    return _sorted_unique_csr(raw, np.ascontiguousarray(values))  # type: ignore[no-any-return]
 
 
 def signature_series(offsets: np.ndarray, values: np.ndarray) -> pl.Series:

@@ -131,6 +131,27 @@ def test_thread_count_does_not_change_signatures():
     np.testing.assert_array_equal(one[1], two[1])
 
 
+def test_a_row_with_more_facts_than_the_buffer_holds():
+    # The scanner keeps room for a row's worst case and resumes with grown buffers: a row
+    # past the first capacity loses no fact, and the rows after it are read as usual.
+    big = " ".join(f"{i}MB" for i in range(5_000))
+    texts = pl.Series([big, "see Jaeger at 10:30", *(["port 8080"] * 3_000)])
+    sig = fact_signatures(texts).to_list()
+    assert len(sig[0]) == 5_000
+    assert sig[1] == fact_signatures(pl.Series(["see Jaeger at 10:30"])).to_list()[0]
+    assert sig[2] == sig[-1] == fact_signatures(pl.Series(["port 8080"])).to_list()[0]
+
+
+def test_stored_signatures_are_read_in_order_or_sorted():
+    sorted_col = pl.Series("fact_signature", [[1, 4], [], [2, 3, 9]], dtype=pl.List(pl.UInt64))
+    offsets, values = F.signature_column_arrays(sorted_col.slice(1))
+    assert offsets.tolist() == [0, 0, 3] and values.tolist() == [2, 3, 9]
+    assert values.flags.writeable  # the kernels' compiled signatures take writable arrays
+    unsorted = pl.Series("fact_signature", [[1, 4], [9, 2, 9, 3]], dtype=pl.List(pl.UInt64))
+    offsets, values = F.signature_column_arrays(unsorted)
+    assert offsets.tolist() == [0, 2, 5] and values.tolist() == [1, 4, 2, 3, 9]
+
+
 def test_user_signature_column_is_read_and_sorted():
     col = pl.Series("fact_signature", [[5, 3, 3], None, []], dtype=pl.List(pl.UInt64))
     offsets, values = F.signature_column_arrays(col)

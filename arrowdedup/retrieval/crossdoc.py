@@ -370,12 +370,15 @@ def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFra
     # more than it saves on 100 rows.
     lang = language_codes(frame)
     threshold = effective_threshold(cfg.retrieval.similarity_threshold)
-    empty = no_facts(frame.height)
+    stored = cfg.retrieval.fact_guard and FACT_COLUMN in columns
+    # A stored signature costs a few microseconds to read: read it now and scan once. Texts
+    # cost a tokenizer pass: scan without the guard first, and read them only when cosine
+    # found duplicates (a list without any pays nothing; the guard can only keep more rows).
+    facts_now = fact_arrays(frame) if stored else None
     nbad, nusable, order, offsets, nkept = _dedupe_rows(
-        matrix, present, lang, threshold, *empty, False)
-    if nkept < order.shape[0] and nbad == 0 and cfg.retrieval.fact_guard:
-        # Cosine found duplicates: only now are the facts worth reading (a list without any
-        # pays nothing for the guard), and the guard can only keep more rows.
+        matrix, present, lang, threshold,
+        *(facts_now if facts_now is not None else no_facts(frame.height)), stored)
+    if not stored and nkept < order.shape[0] and nbad == 0 and cfg.retrieval.fact_guard:
         guard = fact_arrays(frame)
         if guard is not None:
             nbad, nusable, order, offsets, nkept = _dedupe_rows(
