@@ -13,14 +13,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from conftest import random_facts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arrowdedup import _facts_jit, fact_scan, interpreted
 from arrowdedup import facts as F
 from arrowdedup.hashing import _buffers
-
-from conftest import random_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 # Words the scanner treats specially, mixed with arbitrary text.
