@@ -43,16 +43,18 @@ The reason a merge is refused is the kind of the first fact that fails, in kind 
 from __future__ import annotations
 
 import functools
+import sys
+import types
+from typing import Any
 
-import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import fact_scan
+from . import interpreted
 from .errors import SchemaError
-from .hashing import _buffers, xxh64
+from .hashing import _buffers
 
 FACT_COLUMN = "fact_signature"
 KIND_NAMES = ("mention", "number", "date", "version", "identifier", "name", "opposite",
@@ -221,8 +223,46 @@ _CJK_NEGATIONS = ("不", "没", "沒", "未", "無", "无", "非", "别", "な�
 
 
 
+# Inputs up to this many text bytes (or fact values) run the interpreted twins of the scanner
+# and of the guard (~25 µs a byte, so ~0.2 s at the bound) unless the jitted modules are
+# already loaded: importing Numba and loading their machine code costs more. The twins give
+# the same bits, so the choice never shows in the output.
+TWIN_MAX_BYTES = 8 << 10
+
+
+def _scanner(nbytes: int) -> types.ModuleType:
+    """The fact scanner for ``nbytes`` of text: jitted, or its interpreted twin."""
+    if nbytes <= TWIN_MAX_BYTES and "arrowdedup.fact_scan" not in sys.modules:
+        return interpreted.twin("arrowdedup.fact_scan")
+    from . import fact_scan
+
+    return fact_scan
+
+
+def _guard(size: int) -> types.ModuleType:
+    """:mod:`arrowdedup._facts_jit` for ``size`` values, or its interpreted twin."""
+    if size <= TWIN_MAX_BYTES and "arrowdedup._facts_jit" not in sys.modules:
+        return interpreted.twin("arrowdedup._facts_jit")
+    from . import _facts_jit
+
+    return _facts_jit
+
+
+def __getattr__(name: str) -> Any:
+    # The jitted guard, for the kernels' Numba code (``from .facts import conflict``).
+    if name in ("conflict", "_conflict_many", "_sorted_unique_rows"):
+        from . import _facts_jit
+
+        return getattr(_facts_jit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _hash_str(word: str) -> int:
-    return int(xxh64(pa.array([word], pa.large_string()))[0])
+    # xxhash itself: what :func:`arrowdedup.hashing.xxh64` computes, without an Arrow array
+    # per word (the tables hash ~800 words in a fresh process).
+    import xxhash
+
+    return int(xxhash.xxh64_intdigest(word.encode()))
 
 
 def _fact_hash(kind: int, body: str) -> int:
@@ -295,57 +335,6 @@ def _language_flags(language: pl.Series | None, n: int) -> tuple[np.ndarray, np.
     return comma.astype(bool), nouns.astype(bool)
 
 
-@numba.njit(nogil=True, cache=True)
-def _sorted_unique_rows(rows: np.ndarray, values: np.ndarray, n: int
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (offsets, values) with each row's values sorted and unique. ``rows`` is sorted."""
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    out = values.copy()
-    w = 0
-    i = 0
-    total = rows.shape[0]
-    for r in range(n):
-        start = w
-        while i < total and rows[i] == r:
-            # Insertion into the sorted run out[start:w] (rows hold a handful of facts).
-            x = values[i]
-            k = w
-            while k > start and out[k - 1] > x:
-                k -= 1
-            if not (k > start and out[k - 1] == x):
-                for z in range(w, k, -1):
-                    out[z] = out[z - 1]
-                out[k] = x
-                w += 1
-            i += 1
-        offsets[r + 1] = w
-    return offsets, out[:w]
-
-
-@numba.njit(nogil=True, cache=True)
-def _sorted_unique_csr(offsets: np.ndarray, values: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_sorted_unique_rows` of CSR rows ``values[offsets[r] - offsets[0]:...]``. A
-    column this module wrote is sorted and unique already: one pass checks that and copies."""
-    n = offsets.shape[0] - 1
-    base = offsets[0]
-    ordered = True
-    for r in range(n):
-        for i in range(offsets[r] + 1 - base, offsets[r + 1] - base):
-            if values[i - 1] >= values[i]:
-                ordered = False
-                break
-        if not ordered:
-            break
-    if ordered:
-        return offsets - base, values.copy()
-    rows = np.empty(values.shape[0], dtype=np.int64)
-    for r in range(n):
-        for i in range(offsets[r] - base, offsets[r + 1] - base):
-            rows[i] = r
-    return _sorted_unique_rows(rows, values, n)
-
-
 def fact_signatures(text: pl.Series, *, segment_type: pl.Series | None = None,
                     language: pl.Series | None = None) -> pl.Series:
     """The ``fact_signature`` column (``list<uint64>``) of a text column, vectorised."""
@@ -365,79 +354,21 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     if n == 0:
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
     offsets, data = _buffers(text.cast(pl.String).to_arrow())
-    rows, hashes = fact_scan.scan(offsets, data, code, comma, nouns, *_tables())
-    # The scan writes rows in ascending order.
-    return _sorted_unique_rows(rows, hashes, n)  # type: ignore[no-any-return]
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _has(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> bool:
-    """Is ``x`` in the sorted ``values[lo:hi]``?"""
-    return fact_scan.find(values, lo, hi, x) >= 0
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: bool,
-             strict: bool) -> int:
-    """Kind of the first fact of ``values[a0:a1]`` absent from ``values[b0:b1]`` (0 if none);
-    only negation is looked for unless ``all_kinds``. A name is found as a mention too; an
-    opposite counts as missing only where its antonym is there, unless ``strict``."""
-    for i in range(a0, a1):
-        x = values[i]
-        kind = int(x >> np.uint64(61))
-        if kind == 0 or (not all_kinds and kind != 7):
-            continue
-        if _has(values, b0, b1, x):
-            continue
-        if kind == 5 and _has(values, b0, b1, x & np.uint64(0x1FFFFFFFFFFFFFFF)):
-            continue
-        if kind == 6 and not strict and not _has(values, b0, b1, x ^ np.uint64(1)):
-            continue
-        return kind
-    return 0
-
-
-@numba.njit(nogil=True, cache=True)
-def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int, b: int) -> int:
-    """Why segment row ``a`` may not merge into representative row ``b``: 0 when it may, else
-    the fact kind that fails (index into :data:`KIND_NAMES`)."""
-    ma = modes[a]
-    mb = modes[b]
-    if ma == 2 and mb == 2:
-        return 0
-    strict = ma == 1 or mb == 1
-    a0, a1 = offsets[a], offsets[a + 1]
-    b0, b1 = offsets[b], offsets[b + 1]
-    if a1 - a0 == b1 - b0:
-        # Equal fact sets (a near copy, the common case of a cosine hit) never conflict:
-        # one linear pass instead of a binary search per fact each way.
-        same = True
-        for i in range(a1 - a0):
-            if values[a0 + i] != values[b0 + i]:
-                same = False
-                break
-        if same:
-            return 0
-    k = _missing(values, a0, a1, b0, b1, True, strict)
-    if k != 0:
-        return k
-    return _missing(values, b0, b1, a0, a1, strict, strict)
+    scanner = _scanner(int(offsets[-1] - offsets[0]))
+    with interpreted.quiet():
+        rows, hashes = scanner.scan(offsets, data, code, comma, nouns, *_tables())
+        # The scan writes rows in ascending order.
+        return _guard(hashes.shape[0])._sorted_unique_rows(  # type: ignore[no-any-return]
+            rows, hashes, n)
 
 
 def conflict_reasons(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray,
                      a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """:func:`conflict` for pairs of rows (int8 kind codes)."""
-    return _conflict_many(offsets, values, modes, np.asarray(a, np.int64),
-                          np.asarray(b, np.int64))  # type: ignore[no-any-return]
-
-
-@numba.njit(nogil=True, cache=True)
-def _conflict_many(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: np.ndarray,
-                   b: np.ndarray) -> np.ndarray:
-    out = np.zeros(a.shape[0], dtype=np.int8)
-    for i in range(a.shape[0]):
-        out[i] = conflict(offsets, values, modes, a[i], b[i])
-    return out
+    a = np.asarray(a, np.int64)
+    with interpreted.quiet():
+        return _guard(a.shape[0])._conflict_many(  # type: ignore[no-any-return]
+            offsets, values, modes, a, np.asarray(b, np.int64))  # type: ignore[no-any-return]
 
 
 def fact_conflict(a: str, b: str, *, segment_type: str | None = None,
@@ -454,7 +385,7 @@ def fact_conflict(a: str, b: str, *, segment_type: str | None = None,
     langs = pl.Series([language] * 2, dtype=pl.String) if language else None
     offsets, values = signature_arrays(text, segment_type=types, language=langs)
     modes = fact_modes(types, 2)
-    kind = int(conflict(offsets, values, modes, 0, 1))
+    kind = int(conflict_reasons(offsets, values, modes, np.zeros(1), np.ones(1))[0])
     return KIND_NAMES[kind] if kind else None
 
 
@@ -494,7 +425,9 @@ def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         raw = np.zeros(len(arr) + 1, dtype=np.int64)
         np.cumsum(lengths, out=raw[1:])
         values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-    return _sorted_unique_csr(raw, np.ascontiguousarray(values))  # type: ignore[no-any-return]
+    with interpreted.quiet():
+        return _guard(values.shape[0])._sorted_unique_csr(  # type: ignore[no-any-return]
+            raw, np.ascontiguousarray(values))
 
 
 def signature_series(offsets: np.ndarray, values: np.ndarray) -> pl.Series:

@@ -13,12 +13,11 @@ import logging
 import time
 from collections.abc import Iterator
 
-import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from . import facts, kernels, kernels_blocked, lsh
+from . import facts, kernels
 from .config import DecayMode, DedupConfig, Mode, resolve_config
 from .hashing import xxh64
 from .salience import DefaultSalience, SalienceScorer
@@ -215,6 +214,8 @@ def numba_threads(threads: int | None) -> Iterator[None]:
     if threads is None:
         yield
         return
+    import numba
+
     previous = numba.get_num_threads()
     limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
     numba.set_num_threads(max(1, min(threads, limit)))
@@ -238,7 +239,9 @@ def kernel_plan(plan: Plan, emb: Embeddings | None, cfg: DedupConfig) -> kernels
     elif not usable.any():
         inv_norm = np.zeros(n, dtype=np.float32)
     else:
-        inv_norm = kernels.inverse_norms(matrix, usable)
+        from .vectors import inverse_norms
+
+        inv_norm = np.where(usable, inverse_norms(matrix), np.float32(0.0))
     guard = cfg.ingestion.fact_guard and plan.fact_offsets is not None
     if guard:
         assert plan.fact_offsets is not None and plan.fact_values is not None
@@ -275,12 +278,16 @@ def run_kernels(
         sizes, dtype=bool)
     large = (sizes >= ing.block_min_segments) | use_lsh
     small = np.flatnonzero(~large).astype(np.int64)
+    # A small input takes the NumPy twin: loading the jitted kernels (and Numba) costs more
+    # than it saves (cold start). The choice depends on the size of the whole input only;
+    # the decisions agree outside SPEC §5's 1e-5 band (tested).
+    if max(n, input_rows_hint()) < SMALL_INPUT_ROWS and not large.any():
+        kernels.greedy_numpy(p, small, out)
+        return out
+    from . import kernels_blocked, lsh
+
     with numba_threads(threads), kernels_blocked.blas_threads(threads):
-        # A small call takes the NumPy twin: loading the jitted kernel costs more than it
-        # saves (cold start); decisions agree (SPEC §5, tested).
-        small_input = max(n, input_rows_hint()) < SMALL_INPUT_ROWS
-        greedy = kernels.greedy_numpy if small_input else kernels.greedy_numba
-        greedy(p, small, out)
+        kernels.greedy_numba(p, small, out)
         sel_of_class = np.full(plan.n_classes, -1, dtype=np.int64)
         for g in np.flatnonzero(large).tolist():
             rows = plan.order[plan.offsets[g] : plan.offsets[g + 1]]

@@ -18,17 +18,20 @@ They write ``action`` (int8, codes below), ``rep`` (representative row or -1), `
 first selected row that passed the cosine test but failed the fact guard, and why).
 The Numba kernel runs groups in parallel; each group is scanned by one thread in a fixed
 order, so the output does not depend on the thread count. ``greedy_numpy`` is the pure-NumPy
-twin, tested to agree.
+twin (a BLAS product per candidate where the jitted scan lets LLVM vectorise its sums): the
+decisions agree outside the 1e-5 band of SPEC §5 and the similarities within it (tested), and
+small inputs take it without loading any jitted code.
+
+The jitted kernels live in :mod:`arrowdedup._kernels_jit` (``greedy_numba``,
+``inverse_norms``, ``filtered_or_exact``, ``guard_refuses`` are reached through this module,
+which imports Numba only when one of them is asked for).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-import numba
 import numpy as np
-
-from .facts import conflict
 
 KEPT = np.int8(0)
 MERGED_NEAR = np.int8(1)
@@ -41,6 +44,15 @@ ACTION_NAMES = ("kept", "merged_near", "dropped_exact", "filtered_low_salience")
 # threshold 1.0 merge identical directions; the slack is inside the 1e-5 band where the spec
 # lets kernels with different summation orders disagree.
 COSINE_SLACK = 4e-6
+_JITTED = ("greedy_numba", "inverse_norms", "filtered_or_exact", "guard_refuses")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _JITTED:
+        from . import _kernels_jit
+
+        return getattr(_kernels_jit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class KernelPlan(NamedTuple):
@@ -104,87 +116,6 @@ def new_outputs(n: int) -> Outputs:
     )
 
 
-@numba.njit(inline="always")
-def filtered_or_exact(r: int, p: KernelPlan, sel_of_class: np.ndarray, out: Outputs) -> bool:
-    """SPEC §2 steps 1 and 3 for row ``r``: the noise filter, then an exact copy of a selected
-    segment. Records the decision and returns True when one of them applies. Shared by every
-    kernel so the exact and LSH paths cannot drift apart."""
-    if p.filtered[r]:
-        out.action[r] = FILTERED
-        return True
-    s = sel_of_class[p.hash_class[r]]
-    if s >= 0:
-        out.action[r] = DROPPED_EXACT
-        out.rep[r] = s
-        return True
-    return False
-
-
-@numba.njit(inline="always")
-def guard_refuses(r: int, s: int, p: KernelPlan, out: Outputs) -> bool:
-    """SPEC §2 step 4's fact guard for row ``r`` against selected row ``s``, which passed the
-    cosine test: True (and the first refusal recorded) when ``s`` does not cover ``r``."""
-    if not p.guard:
-        return False
-    k = conflict(p.fact_offsets, p.fact_values, p.fact_modes, r, s)
-    if k == 0:
-        return False
-    if out.refused[r] < 0:
-        out.refused[r] = s
-        out.reason[r] = k
-    return True
-
-
-@numba.njit(nogil=True, cache=True, fastmath=True)
-def _scan_group(rows: np.ndarray, p: KernelPlan, sel_of_class: np.ndarray, out: Outputs
-                ) -> None:
-    m = rows.shape[0]
-    d = p.matrix.shape[1]
-    # Unit vectors of the selected segments, contiguous, in selection order.
-    buffer = np.empty((m, d), dtype=np.float32)
-    buffer_rows = np.empty(m, dtype=np.int64)
-    cand = np.empty(d, dtype=np.float32)
-    thr = np.float32(p.threshold)
-    nsel = 0
-    for i in range(m):
-        r = rows[i]
-        if filtered_or_exact(r, p, sel_of_class, out):
-            continue
-        c = p.hash_class[r]
-        if p.usable[r]:
-            scale = p.inv_norm[r]
-            for k in range(d):
-                cand[k] = p.matrix[r, k] * scale
-            merged = False
-            for j in range(nsel):
-                acc = np.float32(0.0)
-                for k in range(d):
-                    acc += buffer[j, k] * cand[k]
-                if acc >= thr and not guard_refuses(r, buffer_rows[j], p, out):
-                    out.action[r] = MERGED_NEAR
-                    out.rep[r] = buffer_rows[j]
-                    out.sim[r] = acc
-                    merged = True
-                    break
-            if merged:
-                continue
-            for k in range(d):
-                buffer[nsel, k] = cand[k]
-            buffer_rows[nsel] = r
-            nsel += 1
-        out.action[r] = KEPT
-        sel_of_class[c] = r
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def greedy_numba(p: KernelPlan, groups: np.ndarray, out: Outputs) -> None:
-    """Scan the groups listed in ``groups`` in parallel, writing into ``out``."""
-    sel_of_class = np.full(p.n_classes, -1, dtype=np.int64)
-    for gi in numba.prange(groups.shape[0]):
-        g = groups[gi]
-        _scan_group(p.order[p.offsets[g] : p.offsets[g + 1]], p, sel_of_class, out)
-
-
 def greedy_numpy(p: KernelPlan, groups: np.ndarray, out: Outputs) -> None:
     """Pure-NumPy twin of :func:`greedy_numba` (same arguments, same decisions)."""
     from .facts import conflict_reasons
@@ -227,19 +158,3 @@ def greedy_numpy(p: KernelPlan, groups: np.ndarray, out: Outputs) -> None:
                 selected_rows.append(int(r))
             out.action[r] = KEPT
             sel_of_class[c] = r
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def inverse_norms(matrix: np.ndarray, usable: np.ndarray) -> np.ndarray:
-    """1/‖row‖ in float32 for usable rows, 0 elsewhere."""
-    n, d = matrix.shape
-    out = np.zeros(n, dtype=np.float32)
-    for r in numba.prange(n):
-        if usable[r]:
-            acc = 0.0
-            for k in range(d):
-                v = np.float64(matrix[r, k])
-                acc += v * v
-            if acc > 0.0:
-                out[r] = np.float32(1.0 / np.sqrt(acc))
-    return out

@@ -28,7 +28,8 @@ from collections.abc import Iterator
 import numba
 import numpy as np
 
-from .kernels import KEPT, MERGED_NEAR, KernelPlan, Outputs, filtered_or_exact, guard_refuses
+from ._kernels_jit import filtered_or_exact, guard_refuses
+from .kernels import KEPT, MERGED_NEAR, KernelPlan, Outputs
 
 BLOCK = 1024
 CHUNK = 4096

@@ -44,9 +44,10 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from ._facts_jit import conflict
+from ._kernels_jit import filtered_or_exact
 from .config import IngestionConfig, LshMethod
-from .facts import conflict
-from .kernels import KEPT, MERGED_NEAR, KernelPlan, Outputs, filtered_or_exact
+from .kernels import KEPT, MERGED_NEAR, KernelPlan, Outputs
 
 PROJECT_CHUNK = 4096
 

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from .schema import Embeddings
-from .vectors import unit_rows
+from .vectors import dense_codes, unit_rows
 
 TYPE_WEIGHTS: dict[str, float] = {
     "title": 2.0,
@@ -124,11 +124,7 @@ class DefaultSalience:
         n = frame.height
         if n == 0:
             return np.zeros(0, dtype=np.float32)
-        doc_codes = (
-            frame.select(pl.col("doc_id").cast(pl.String).rank("dense")).to_series().to_numpy()
-            .astype(np.int64) - 1
-        )
-        n_docs = int(doc_codes.max()) + 1
+        doc_codes, n_docs = dense_codes(frame.get_column("doc_id"), null_code=False)
         seg_type = frame.get_column("segment_type").cast(pl.String).to_numpy()
         weights = np.array([TYPE_WEIGHTS.get(t, 1.0) for t in _unique_map(seg_type)[0]])
         type_w = weights[_unique_map(seg_type)[1]]

@@ -66,7 +66,12 @@ def _refuse(column: str, problem: str, rows: np.ndarray | Sequence[int], fix: st
 
 
 def row_stats_numpy(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy twin of the Numba row pass: (all values finite, squared norm) per row."""
+    """NumPy twin of the Numba row pass: (all values finite, squared norm) per row.
+
+    The squares are exact in float64; their sums may differ from the Numba pass (which lets
+    LLVM reassociate) in the last float64 bits, which moves a float32 inverse norm only when
+    it lies within a few float64 ulps of a float32 rounding boundary (about 1e-8 of rows).
+    Which pass runs depends only on the size of the whole input (``input_rows``)."""
     with np.errstate(over="ignore", invalid="ignore"):
         sq = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64) if matrix.size else \
             np.zeros(matrix.shape[0], dtype=np.float64)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from .app import app, clean_errors, console, id_width, middle
 
@@ -36,6 +35,8 @@ def merges(
                       markup=False)
         return
     label = "reason" if refused else "similarity"
+    from rich.table import Table
+
     table = Table(title="Fact-guard refusals" if refused else "Near-duplicate merges",
                   show_lines=True, expand=True)
     # doc_id on one line, shortened from the middle when it must be (a folded id reads as

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from .app import (
     ConfigOpt,
@@ -20,6 +19,9 @@ from .app import (
     note,
     print_json,
 )
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 ModeOpt = Annotated[str, typer.Option("--mode", "-m",
                                       help="hybrid (default), keyword or semantic.")]
@@ -62,6 +64,8 @@ def search_payload(query: list[str], result: Any) -> dict[str, Any]:
 def results_table(title: str, results: Any, width: int) -> Table:
     """The results, readable at any width: every field kept, the text wrapped, ids shortened
     from the middle; ranks (dense/BM25/salience/freshness) and displaced ids under the id."""
+    from rich.table import Table
+
     table = Table(title=title, show_lines=True, expand=False,
                   caption="score: normalised RRF (from ranks only); cosine: dense similarity "
                           "to the query; ranks: dense/BM25/salience/freshness")

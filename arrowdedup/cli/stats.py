@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from ..errors import InputError
 from .app import app, clean_errors, console
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 class StatsFormat(StrEnum):
@@ -49,6 +51,8 @@ def run_sql(con: Any, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
 
 
 def _rows_table(title: str, columns: list[str], rows: list[tuple[Any, ...]]) -> Table:
+    from rich.table import Table
+
     table = Table(title=title)
     for col in columns:
         table.add_column(col)
@@ -115,6 +119,8 @@ def stats(
             out["warnings"] = [w.to_dict() for w in warnings]
             typer.echo(json.dumps(out, indent=2))
             return
+        from rich.table import Table
+
         table = Table(title=f"Metrics of {opened.root} (run {opened.manifest.get('run_id')})")
         table.add_column("metric")
         table.add_column("value", justify="right")

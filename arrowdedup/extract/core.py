@@ -540,9 +540,12 @@ def _parse_in_subprocesses(
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for share in shares:
+            # Out of the terminal's process group: a Ctrl-C reaches only the parent, which
+            # kills the workers. (A worker still starting its interpreter cannot ignore
+            # SIGINT yet, and printed "Fatal Python error" when one landed then.)
             proc = subprocess.Popen(
                 [sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                env=env,
+                env=env, start_new_session=True,
             )
             procs.append(proc)
             assert proc.stdin is not None

@@ -20,9 +20,10 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from .._facts_jit import conflict
 from ..config import DedupConfig, resolve_config
 from ..errors import SchemaError, first_rows
-from ..facts import FACT_COLUMN, conflict, conflict_reasons, fact_modes, signatures_of
+from ..facts import FACT_COLUMN, conflict_reasons, fact_modes, signatures_of
 from ..kernels import effective_threshold, no_facts
 from ..vectors import embedding_matrix, language_codes
 

@@ -48,7 +48,7 @@ from ..config import DedupConfig, resolve_config
 from ..embed import Embedder, get_embedder, recorded_spec
 from ..errors import EmbedderError, InputError, StoreError
 from ..store import Store, atomic_path, open_store
-from ..vectors import language_codes
+from ..vectors import dense_codes, language_codes
 from .bm25 import Bm25Index
 from .bm25_layers import LayeredBm25
 from .crossdoc import FactArrays, displaced_lists, duplicate_of, fact_arrays
@@ -133,8 +133,7 @@ class StoreView:
         # taken in it, so equal stores whose rows are ordered differently (a version with
         # deltas, its compaction, a rebuild) return the same results.
         self.id_rank = ids.rank("ordinal").to_numpy().astype(np.int64)
-        self.doc_codes = self.frame.get_column("doc_id").cast(pl.String).rank("dense") \
-            .to_numpy().astype(np.int64)
+        self.doc_codes, _ = dense_codes(self.frame.get_column("doc_id"))
         self.lang = language_codes(self.frame)
         # Result columns as one Arrow table: a single-threaded take of ~10 rows per search.
         self.core = self.frame.select(

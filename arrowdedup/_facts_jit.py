@@ -1,0 +1,124 @@
+"""The jitted parts of :mod:`arrowdedup.facts`: the signature sort and the guard's
+coverage test (the kernels call :func:`conflict` from their Numba code). Small inputs run its
+interpreted twin (:mod:`arrowdedup.interpreted`), which is this source run by Python."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .fact_scan import find
+
+
+@numba.njit(nogil=True, cache=True)
+def _sorted_unique_rows(rows: np.ndarray, values: np.ndarray, n: int
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (offsets, values) with each row's values sorted and unique. ``rows`` is sorted."""
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    out = values.copy()
+    w = 0
+    i = 0
+    total = rows.shape[0]
+    for r in range(n):
+        start = w
+        while i < total and rows[i] == r:
+            # Insertion into the sorted run out[start:w] (rows hold a handful of facts).
+            x = values[i]
+            k = w
+            while k > start and out[k - 1] > x:
+                k -= 1
+            if not (k > start and out[k - 1] == x):
+                for z in range(w, k, -1):
+                    out[z] = out[z - 1]
+                out[k] = x
+                w += 1
+            i += 1
+        offsets[r + 1] = w
+    return offsets, out[:w]
+
+
+@numba.njit(nogil=True, cache=True)
+def _sorted_unique_csr(offsets: np.ndarray, values: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_sorted_unique_rows` of CSR rows ``values[offsets[r] - offsets[0]:...]``. A
+    column this module wrote is sorted and unique already: one pass checks that and copies."""
+    n = offsets.shape[0] - 1
+    base = offsets[0]
+    ordered = True
+    for r in range(n):
+        for i in range(offsets[r] + 1 - base, offsets[r + 1] - base):
+            if values[i - 1] >= values[i]:
+                ordered = False
+                break
+        if not ordered:
+            break
+    if ordered:
+        return offsets - base, values.copy()
+    rows = np.empty(values.shape[0], dtype=np.int64)
+    for r in range(n):
+        for i in range(offsets[r] - base, offsets[r + 1] - base):
+            rows[i] = r
+    return _sorted_unique_rows(rows, values, n)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _has(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> bool:
+    """Is ``x`` in the sorted ``values[lo:hi]``?"""
+    return find(values, lo, hi, x) >= 0
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: bool,
+             strict: bool) -> int:
+    """Kind of the first fact of ``values[a0:a1]`` absent from ``values[b0:b1]`` (0 if none);
+    only negation is looked for unless ``all_kinds``. A name is found as a mention too; an
+    opposite counts as missing only where its antonym is there, unless ``strict``."""
+    for i in range(a0, a1):
+        x = values[i]
+        kind = int(x >> np.uint64(61))
+        if kind == 0 or (not all_kinds and kind != 7):
+            continue
+        if _has(values, b0, b1, x):
+            continue
+        if kind == 5 and _has(values, b0, b1, x & np.uint64(0x1FFFFFFFFFFFFFFF)):
+            continue
+        if kind == 6 and not strict and not _has(values, b0, b1, x ^ np.uint64(1)):
+            continue
+        return kind
+    return 0
+
+
+@numba.njit(nogil=True, cache=True)
+def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int, b: int) -> int:
+    """Why segment row ``a`` may not merge into representative row ``b``: 0 when it may, else
+    the fact kind that fails (index into :data:`KIND_NAMES`)."""
+    ma = modes[a]
+    mb = modes[b]
+    if ma == 2 and mb == 2:
+        return 0
+    strict = ma == 1 or mb == 1
+    a0, a1 = offsets[a], offsets[a + 1]
+    b0, b1 = offsets[b], offsets[b + 1]
+    if a1 - a0 == b1 - b0:
+        # Equal fact sets (a near copy, the common case of a cosine hit) never conflict:
+        # one linear pass instead of a binary search per fact each way.
+        same = True
+        for i in range(a1 - a0):
+            if values[a0 + i] != values[b0 + i]:
+                same = False
+                break
+        if same:
+            return 0
+    k = _missing(values, a0, a1, b0, b1, True, strict)
+    if k != 0:
+        return k
+    return _missing(values, b0, b1, a0, a1, strict, strict)
+
+
+@numba.njit(nogil=True, cache=True)
+def _conflict_many(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: np.ndarray,
+                   b: np.ndarray) -> np.ndarray:
+    out = np.zeros(a.shape[0], dtype=np.int8)
+    for i in range(a.shape[0]):
+        out[i] = conflict(offsets, values, modes, a[i], b[i])
+    return out

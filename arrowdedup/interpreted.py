@@ -1,0 +1,95 @@
+"""The interpreted twin of a Numba module: the module's own source, run by CPython.
+
+A fresh process pays ~0.5-1 s to import Numba and load a module's cached machine code; a call
+on a ten-row input runs in milliseconds interpreted. So small inputs call the twin, which is
+the jitted module's source executed with a stand-in ``numba`` (its decorators return the
+function unchanged, ``prange`` is ``range``) and with the jitted modules it imports
+(:data:`JITTED`) replaced by their twins. The twin computes what the jitted module computes,
+statement by statement; a property test holds the two to identical bits
+(``tests/test_interpreted.py``). Only modules written for it are listed: their integer
+arithmetic is on NumPy scalars or small Python ints, which wrap (or never overflow) as Numba's
+do; NumPy's overflow warnings are off inside :func:`quiet`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import functools
+import importlib.util
+import threading
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# Modules whose twin may be built, and which a twin imports as twins.
+JITTED = frozenset({"arrowdedup._hashing_jit", "arrowdedup.fact_scan", "arrowdedup._facts_jit"})
+
+_lock = threading.RLock()  # a twin builds the twins it imports
+
+
+def _njit(*args: Any, **_options: Any) -> Any:
+    """``numba.njit`` as an identity decorator (bare or with options)."""
+    if len(args) == 1 and callable(args[0]):
+        return args[0]
+    return lambda func: func
+
+
+_STUB = types.ModuleType("numba")
+_STUB.njit = _njit  # type: ignore[attr-defined]
+_STUB.jit = _njit  # type: ignore[attr-defined]
+_STUB.prange = range  # type: ignore[attr-defined]
+
+
+def _importer(package: str) -> Callable[..., Any]:
+    """``__import__`` for a twin's source: ``numba`` is the stand-in, jitted siblings are
+    twins, everything else is imported as usual."""
+
+    def imp(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
+            level: int = 0) -> Any:
+        if level == 0 and name == "numba":
+            return _STUB
+        if level == 0 and name.startswith("numba."):
+            raise ImportError(f"the interpreted twin has no {name}; keep it out of a twinned "
+                              "module, or drop the module from interpreted.JITTED")
+        absolute = importlib.util.resolve_name("." * level + name, package) if level else name
+        if absolute in JITTED:
+            return twin(absolute)
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    return imp
+
+
+@functools.cache
+def _build(name: str) -> types.ModuleType:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None or spec.loader is None:
+        raise ImportError(f"no source for {name}")
+    with open(spec.origin, encoding="utf-8") as fh:
+        source = fh.read()
+    module = types.ModuleType(f"{name}[interpreted]")
+    package = name.rpartition(".")[0]
+    module.__dict__.update({
+        "__file__": spec.origin, "__package__": package,
+        "__builtins__": {**builtins.__dict__, "__import__": _importer(package)},
+    })
+    exec(compile(source, spec.origin, "exec"), module.__dict__)  # the package's own file
+    return module
+
+
+def twin(name: str) -> types.ModuleType:
+    """The interpreted twin of the jitted module ``name`` (one of :data:`JITTED`), built once
+    per process; importing it loads neither Numba nor the jitted module."""
+    if name not in JITTED:
+        raise ValueError(f"{name} has no interpreted twin; twins exist for {sorted(JITTED)}")
+    with _lock:
+        return _build(name)
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """NumPy's integer overflow warnings off: Numba wraps silently, so must the twin."""
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        yield
