@@ -225,6 +225,32 @@ def test_search_on_deltas_equals_a_store_built_from_scratch(tmp_path: Path) -> N
     assert len(list((root / "retrieval_log").glob("*.parquet"))) >= 4
 
 
+def test_search_view_copies_the_live_vectors_of_a_layered_version_once(tmp_path: Path) -> None:
+    """The view of a version with deltas scans one matrix of its live rows (what a compacted
+    store scans), with the same rows, unit vectors and cosines as the layered reader."""
+    from arrowdedup.retrieval.search import store_view
+
+    state = {i: 0 for i in range(8)}
+    root = _store(tmp_path, state)
+    state[1] = 1
+    update_store(root, corpus_of(state))
+    delete_documents(root, ["doc-2"])
+    layered = open_store(root)
+    stored = layered.vectors()
+    assert stored is not None and stored.live is not None  # replaced and deleted rows skipped
+    view = store_view(layered)
+    assert view.vectors is not None
+    assert view.vectors.live is None and len(view.vectors.parts) == 1
+    assert view.vectors.shape == stored.shape
+    rows = np.arange(len(stored))
+    np.testing.assert_array_equal(view.vectors.rows(rows), stored.rows(rows))
+    np.testing.assert_array_equal(view.vectors.unit(rows), stored.unit(rows))
+    q = np.random.default_rng(5).standard_normal((2, stored.dim)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    np.testing.assert_allclose(view.vectors.scores(q), stored.scores(q), atol=1e-6)
+    assert stored.contiguous() is not stored and view.vectors.contiguous() is view.vectors
+
+
 def test_changes_view_lists_the_history(tmp_path: Path) -> None:
     from arrowdedup.metrics.views import connect
 

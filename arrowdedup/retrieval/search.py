@@ -119,7 +119,10 @@ class StoreView:
         lf = store.segments(with_embeddings=False)
         names = lf.collect_schema().names()
         self.frame = lf.select([c for c in VIEW_COLUMNS if c in names]).collect().rechunk()
-        self.vectors = store.vectors()
+        vectors = store.vectors()
+        # A version with deltas: its live rows copied once into one matrix, so a query scans
+        # what a compacted store scans (no replaced rows multiplied, no per-query gather).
+        self.vectors = None if vectors is None else vectors.contiguous()
         self._bm25: Bm25Index | LayeredBm25 | bool | None = False
         if self.vectors is not None and self.vectors.shape[0] != self.frame.height:
             raise StoreError(

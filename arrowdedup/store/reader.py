@@ -120,6 +120,28 @@ class StoredVectors:
         self.live = live
         self.inv_norm = inv_norm if live is None else inv_norm[live]
         self.dim = int(parts[0].shape[1]) if parts else 0
+        # Rows without a usable embedding, found once: ``scores`` zeroes them on every query.
+        self._null = np.flatnonzero(self.inv_norm == 0)
+
+    def contiguous(self) -> StoredVectors:
+        """These vectors with the live rows copied once into one in-memory matrix (itself
+        when every stored row is live).
+
+        A version with deltas otherwise multiplies the replaced and deleted rows too, and
+        gathers the live scores out of them, on every query: after 10 updates that made its
+        dense scan ~1.3x a compacted store's. The copy costs one pass at load and the live
+        rows' bytes in memory; the values are the stored ones, so the cosines are the same.
+        """
+        if self.live is None:
+            return self
+        out = np.empty((self.live.shape[0], self.dim), dtype=np.float32)
+        part = np.searchsorted(self.offsets, self.live, side="right") - 1
+        bounds = np.searchsorted(part, np.arange(len(self.parts) + 1))
+        for p in range(len(self.parts)):
+            a, b = int(bounds[p]), int(bounds[p + 1])
+            if a < b:
+                out[a:b] = self.parts[p][self.live[a:b] - self.offsets[p]]
+        return StoredVectors([out], self.inv_norm)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -160,7 +182,7 @@ class StoredVectors:
         if self.live is not None:
             out = out[self.live]
         out *= self.inv_norm[:, None]
-        out[self.inv_norm == 0] = 0.0  # a null slot's values are unspecified (may be NaN)
+        out[self._null] = 0.0  # a null slot's values are unspecified (may be NaN)
         return out
 
     def rows(self, rows: np.ndarray) -> np.ndarray:
