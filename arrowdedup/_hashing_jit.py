@@ -97,7 +97,7 @@ def _xxh64_one(data: np.ndarray, start: int, end: int) -> np.uint64:
     return xxh64_inline(data, start, end)
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def xxh64_plain(data: np.ndarray, start: int, end: int) -> np.uint64:
     """:func:`_xxh64_one` compiled without reference counting, for the fact scanner (a
     function with reference counting increments its array arguments on every call)."""

@@ -227,7 +227,7 @@ def _is_initials(data: np.ndarray, s: int, e: int) -> bool:
     return run <= 1
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _quoted(data: np.ndarray, s: int, e: int, r: int, out: np.ndarray, out_rows: np.ndarray,
             n_out: int, scratch: np.ndarray) -> int:
     """Backticked and quoted spans of row ``r`` (bytes ``s:e``): each content is one
@@ -299,7 +299,7 @@ def _quoted(data: np.ndarray, s: int, e: int, r: int, out: np.ndarray, out_rows:
     return n_out
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _scan(
     offsets: np.ndarray,
     data: np.ndarray,

@@ -69,6 +69,8 @@ EQUAL = np.int8(1)
 OFF = np.int8(2)
 STRICT_TYPES = frozenset({"code", "heading", "title"})
 UNGUARDED_TYPES = frozenset({"page_furniture"})
+_SUBSET = int(SUBSET)
+_MODE_OF = {**{t: int(EQUAL) for t in STRICT_TYPES}, **{t: int(OFF) for t in UNGUARDED_TYPES}}
 
 LOW_BITS = np.uint64((1 << 61) - 1)
 KIND_SHIFT = np.uint64(61)
@@ -305,14 +307,18 @@ def _tables() -> tuple[np.ndarray, ...]:
             neg_offsets, word_filter)
 
 
+_SIGNATURE_TYPE = pl.List(pl.UInt64)
+
+
 def fact_modes(segment_type: pl.Series | None, n: int) -> np.ndarray:
     """The guard mode of each row (``SUBSET``, ``EQUAL`` or ``OFF``) from its segment type."""
     if segment_type is None:
         return np.zeros(n, dtype=np.int8)
     if n <= 4096:
         # A ranked list of ~100 results: a Python pass costs less than one Polars call.
-        return np.array([int(EQUAL) if t in STRICT_TYPES else int(OFF) if t in UNGUARDED_TYPES
-                         else int(SUBSET) for t in segment_type.cast(pl.String).to_list()],
+        names = segment_type if segment_type.dtype == pl.String else \
+            segment_type.cast(pl.String)
+        return np.array([_MODE_OF.get(t, _SUBSET) for t in names.to_list()],
                         dtype=np.int8).reshape(n)
     types = segment_type.cast(pl.String)
     modes = (
@@ -405,28 +411,32 @@ def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """CSR form of a ``fact_signature`` column (a list of 64-bit integers per row; null is no
     fact). Refuses any other type with the fix."""
-    inner = column.dtype.inner if isinstance(column.dtype, (pl.List, pl.Array)) else None
-    if inner not in (pl.UInt64, pl.Int64):
-        raise SchemaError(
-            f"column {FACT_COLUMN!r} has type {column.dtype}, expected a list of uint64 fact "
-            "hashes; drop the column to have it computed from the text"
-        )
-    if column.dtype != pl.List(pl.UInt64):
-        column = column.cast(pl.List(pl.UInt64))
+    if column.dtype != _SIGNATURE_TYPE:
+        inner = column.dtype.inner if isinstance(column.dtype, (pl.List, pl.Array)) else None
+        if inner not in (pl.UInt64, pl.Int64):
+            raise SchemaError(
+                f"column {FACT_COLUMN!r} has type {column.dtype}, expected a list of uint64 "
+                "fact hashes; drop the column to have it computed from the text"
+            )
+        column = column.cast(_SIGNATURE_TYPE)
     arr = column.to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if arr.null_count == 0 and (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
         # The list offsets as they are (a slice starts past 0), no per-row work in Python.
-        raw = np.array(arr.offsets, dtype=np.int64)
-        values = np.asarray(arr.values, dtype=np.uint64)[raw[0] : raw[-1]]
+        raw = arr.offsets.to_numpy().astype(np.int64)
+        values = arr.values.to_numpy()[raw[0] : raw[-1]]
     else:
         lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
         raw = np.zeros(len(arr) + 1, dtype=np.int64)
         np.cumsum(lengths, out=raw[1:])
         values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+    guard = _guard(values.shape[0])
+    if guard.__name__ == "arrowdedup._facts_jit":
+        # ~100 ranked results: the warning filter of quiet() would cost as much as the call.
+        return guard._sorted_unique_csr(raw, np.ascontiguousarray(values))  # type: ignore
     with interpreted.quiet():
-        return _guard(values.shape[0])._sorted_unique_csr(  # type: ignore[no-any-return]
+        return guard._sorted_unique_csr(  # type: ignore[no-any-return]
             raw, np.ascontiguousarray(values))
 
 

@@ -340,7 +340,10 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
     stages = run_ipc["timings"]
     bm25_share = stages["index"] / stages["total"] if stages["total"] else None
     store_ratio = run_ipc["store_bytes"] / run_ipc["data_bytes"]
-    speedup = mem["gram"]["median"] / mem["ingest"]["median"]
+    # The competent baseline at its best thread setting: under load its BLAS threads can lose
+    # to one thread, and racing the slower setting would flatter arrowdedup.
+    best_gram = min(mem["gram"]["median"], mem.get("gram_1_thread", mem["gram"])["median"])
+    speedup = best_gram / mem["ingest"]["median"]
     figures = {
         "segments": params["docs"] * params["segments"], "kept": mem["kept"],
         "dedup_ratio": mem["dedup_ratio"],
@@ -392,7 +395,7 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
     mem_rows = [
         ["`ingest()` in memory", "default", m["ingest"]["median"], m["ingest"]["min"],
          m["ingest"]["max"], 1.0, verdict(speedup, t["ingest_vs_competent_baseline"], ">=")
-         + " × the competent baseline"],
+         + " × the competent baseline (its faster thread setting)"],
         ["`ingest()` in memory", "1", m["ingest_1_thread"]["median"],
          m["ingest_1_thread"]["min"], m["ingest_1_thread"]["max"],
          m["ingest_1_thread"]["median"] / m["ingest"]["median"], "–"],

@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +92,14 @@ class DeltaWriter:
         self.timings: dict[str, float] = {"write": 0.0, "index": 0.0, "commit": 0.0}
 
     def __enter__(self) -> DeltaWriter:
-        from .writer import _pause_point
+        from .writer import _pause_point, new_run_id
 
         self._stack.enter_context(store_lock(self.root))
         try:
             _pause_point("locked")
             self.parent = open_store(self.root)
             self._stack.callback(self.parent.close)
-            self.run_id = (dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-"
-                           + uuid.uuid4().hex[:8])
+            self.run_id = new_run_id()
             self.tmp = self.root / VERSIONS / f".tmp-{self.run_id}"
             self.final = self.root / VERSIONS / self.run_id
             self.layer = f"{DELTAS}/{self.run_id}"
@@ -111,16 +109,9 @@ class DeltaWriter:
         return self
 
     def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
-        try:
-            if self.tmp is not None and self.tmp.exists():
-                shutil.rmtree(self.tmp, ignore_errors=True)
-        finally:
-            self._stack.close()
-        if isinstance(err, OSError):
-            hint = "free some disk space" if err.errno == errno.ENOSPC else \
-                "check the permissions and free space of the store location"
-            raise StoreError(f"writing the store {self.root} failed ({err.strerror or err}); "
-                             f"the previous version is intact; {hint}") from err
+        from .writer import end_run
+
+        end_run(self.root, self.tmp, self._stack, err)
 
     def _write(self, rel: str, data: Any, rows: int | None) -> None:
         from .writer import checksum_bytes

@@ -73,6 +73,26 @@ def _pause_point(point: str) -> None:
         time.sleep(60)
 
 
+
+def new_run_id() -> str:
+    """A version's id: its UTC start time (so ids sort by age) and a random suffix."""
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+def end_run(root: Path, tmp: Path | None, stack: contextlib.ExitStack, err: Any) -> None:
+    """Leave a write: remove its unfinished version, release the lock, and turn an OS error
+    into a StoreError that says the previous version is intact and what to fix."""
+    try:
+        if tmp is not None and tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        stack.close()
+    if isinstance(err, OSError):
+        hint = "free some disk space" if err.errno == errno.ENOSPC else \
+            "check the permissions and free space of the store location"
+        raise StoreError(f"writing the store {root} failed ({err.strerror or err}); "
+                         f"the previous version is intact; {hint}") from err
+
 class IndexBuilder(Protocol):
     """An index built while a version is written (registered by the job path)."""
 
@@ -342,8 +362,7 @@ class StoreWriter:
             self.previous = current_manifest(self.root)
             if self.previous is not None:
                 check_compatible(self.previous, None, self.embedding_model, self.root)
-            self.run_id = (dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-"
-                           + uuid.uuid4().hex[:8])
+            self.run_id = new_run_id()
             self.tmp = self.root / VERSIONS / f".tmp-{self.run_id}"
             self.final = self.root / VERSIONS / self.run_id
             self.tmp.mkdir()
@@ -353,16 +372,7 @@ class StoreWriter:
         return self
 
     def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
-        try:
-            if self.tmp is not None and self.tmp.exists():
-                shutil.rmtree(self.tmp, ignore_errors=True)
-        finally:
-            self._stack.close()
-        if isinstance(err, OSError):
-            hint = "free some disk space" if err.errno == errno.ENOSPC else \
-                "check the permissions and free space of the store location"
-            raise StoreError(f"writing the store {self.root} failed ({err.strerror or err}); "
-                             f"the previous version is intact; {hint}") from err
+        end_run(self.root, self.tmp, self._stack, err)
 
     def _write(self, rel: str, data: bytes | pa.Buffer, rows: int | None) -> None:
         assert self.tmp is not None
