@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
-import json
 import os
 import shutil
 import time
@@ -174,8 +173,8 @@ class DeltaWriter:
                timings: dict[str, float] | None = None, extra: dict[str, Any] | None = None
                ) -> Path:
         """Write the manifest, rename the version into place and switch ``current``."""
-        from .versions import remove_versions, switch_current
-        from .writer import _pause_point
+        from .versions import remove_versions
+        from .writer import _pause_point, publish_version
 
         assert self.tmp is not None and self.final is not None and self.parent is not None
         t0 = time.perf_counter()
@@ -197,16 +196,8 @@ class DeltaWriter:
         for sub in {self.tmp / self.layer, *(self.tmp / self.layer).rglob("*")}:
             if sub.is_dir():
                 fsync_dir(sub)
-        mpath = self.tmp / MANIFEST
-        mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
-        fsync_file(mpath)
-        fsync_dir(self.tmp)
-        _pause_point("manifest-written")
-        os.rename(self.tmp, self.final)
+        publish_version(self.root, self.tmp, self.final, manifest)
         self.tmp = None
-        _pause_point("renamed")
-        switch_current(self.root, self.final)
-        _pause_point("switched")
         self.parent.close()  # our own pin must not keep the parent from being pruned
         remove_versions(self.root, self.keep_versions)
         self.timings["commit"] += time.perf_counter() - t0

@@ -181,6 +181,21 @@ def check_compatible(previous: Mapping[str, Any], dim: int | None,
         )
 
 
+def publish_version(root: Path, tmp: Path, final: Path, manifest: Mapping[str, Any]) -> None:
+    """The commit of a version whose files are written and synced in ``tmp``: its manifest
+    (synced), one rename to ``final``, and the atomic switch of ``current``. A crash before the
+    switch leaves the previous version current and whole."""
+    mpath = tmp / MANIFEST
+    mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+    fsync_file(mpath)
+    fsync_dir(tmp)
+    _pause_point("manifest-written")
+    os.rename(tmp, final)
+    _pause_point("renamed")
+    _switch_current(root, final)
+    _pause_point("switched")
+
+
 def _switch_current(root: Path, version: Path) -> None:
     from .versions import switch_current
 
@@ -482,16 +497,8 @@ class StoreWriter:
         _pause_point("files-written")
         for sub in {p.parent for p in (*self.written, *indexed)}:
             fsync_dir(sub)
-        mpath = self.tmp / MANIFEST
-        mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
-        fsync_file(mpath)
-        fsync_dir(self.tmp)
-        _pause_point("manifest-written")
-        os.rename(self.tmp, self.final)
+        publish_version(self.root, self.tmp, self.final, manifest)
         self.tmp = None
-        _pause_point("renamed")
-        _switch_current(self.root, self.final)
-        _pause_point("switched")
         _collect_garbage(self.root, self.final, self.keep_versions)
         self.timings["commit"] += time.perf_counter() - t_commit - t_index
         return self.final
