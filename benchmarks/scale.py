@@ -69,13 +69,21 @@ def rss() -> int:
 def measured(fn: Callable[[], Any]) -> tuple[float, int, Any]:
     """(seconds, peak RSS above the start in bytes, value) of one call."""
     base = rss()
-    peak = [base]
+    elapsed, peak, value = _sampled(fn, rss, 0.002, base)
+    return elapsed, peak - base, value
+
+
+def _sampled(fn: Callable[[], Any], probe: Callable[[], int], interval: float,
+             first: int) -> tuple[float, int, Any]:
+    """(seconds, highest ``probe()`` reading from ``first`` on, value) of one call, sampled
+    every ``interval`` seconds by a thread and once more after the call."""
+    peak = [first]
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
-            peak[0] = max(peak[0], rss())
-            time.sleep(0.002)
+            peak[0] = max(peak[0], probe())
+            time.sleep(interval)
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()
@@ -86,8 +94,7 @@ def measured(fn: Callable[[], Any]) -> tuple[float, int, Any]:
         elapsed = time.perf_counter() - start
         stop.set()
         t.join()
-    peak[0] = max(peak[0], rss())
-    return elapsed, peak[0] - base, value
+    return elapsed, max(peak[0], probe()), value
 
 
 def blas_floor(unit: np.ndarray) -> tuple[float, str]:
@@ -357,24 +364,7 @@ def tree_rss() -> int:
 
 def measured_tree(fn: Callable[[], Any]) -> tuple[float, int, Any]:
     """(seconds, peak resident bytes of the whole process tree, value) of one call."""
-    peak = [tree_rss()]
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            peak[0] = max(peak[0], tree_rss())
-            time.sleep(0.02)
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    start = time.perf_counter()
-    try:
-        value = fn()
-    finally:
-        elapsed = time.perf_counter() - start
-        stop.set()
-        t.join()
-    return elapsed, max(peak[0], tree_rss()), value
+    return _sampled(fn, tree_rss, 0.02, tree_rss())
 
 
 def part_engines(quick: bool) -> dict[str, Any]:
