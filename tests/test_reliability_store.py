@@ -205,7 +205,9 @@ def test_timed_sigkills_never_leave_a_mix(inputs: tuple[Path, Path], big_input: 
     for root, snap in zip(roots, snapshots, strict=True):
         after = _snapshot(root)  # whole, whichever version it is
         _same_data_as(root, old if after == snap else big_input)
-        ingest_to_store([old], root)
+        # the store takes a new run either way; --replace since a finished kill-free run
+        # may have switched it to the other input
+        ingest_to_store([old], root, replace=True)
         assert verify_store(root).ok
 
 
