@@ -83,7 +83,8 @@ _EXPORTS: dict[str, str] = {
     "compact_store": ".update",
     "list_versions": ".store.versions",
     "rollback": ".store.versions",
-    "prune": ".store.versions",
+    "prune": ".update",
+    "PruneResult": ".update",
 }
 # Subpackages and modules reachable as attributes without an import statement.
 _SUBMODULES = frozenset({"calibrate", "cli", "config", "embed", "errors", "extract",
@@ -195,8 +196,8 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         bucket_of,
         open_store,
     )
-    from .store.versions import list_versions, prune, rollback
-    from .update import compact_store, delete_documents, update_store
+    from .store.versions import list_versions, rollback
+    from .update import PruneResult, compact_store, delete_documents, prune, update_store
     from .verify import (
         Problem,
         VerifyReport,
@@ -229,6 +230,7 @@ __all__ = [
     "NoFactsWarning",
     "PairSet",
     "Problem",
+    "PruneResult",
     "Reranker",
     "RetrievalConfig",
     "RrfConfig",

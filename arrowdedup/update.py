@@ -8,6 +8,8 @@
   as one delta layer (:mod:`arrowdedup.store.delta`).
 - :func:`delete_documents` (``arrowdedup delete``): a delta of tombstones only.
 - :func:`compact_store` (``arrowdedup compact``): folds the deltas into a fresh base.
+- :func:`prune` (``arrowdedup prune``): folds the current version's deltas (as compact does)
+  and removes all but the newest versions, so the rows the deltas replaced leave the disk.
 
 Each returns the job path's :class:`arrowdedup.job.JobResult`; ``changes`` on it counts the
 documents added, changed, removed and unchanged, and ``dry_run`` says nothing was written.
@@ -31,14 +33,14 @@ from .job import JobResult, Source, _as_inputs, _documents_table, _timings, is_d
 from .store import DEFAULT_BUCKETS, Store, StoreWriter, bucket_of, encode_bucket, open_store
 from .store.delta import DeltaWriter
 from .store.fingerprint import FINGERPRINT_KIND, document_fingerprints, empty_fingerprints
-from .store.layout import FINGERPRINTS, KEEP_VERSIONS, UPDATABLE_FORMAT, part_name
+from .store.layout import FINGERPRINTS, HISTORY, KEEP_VERSIONS, UPDATABLE_FORMAT, part_name
 from .store.writer import parquet_bytes
 
 if TYPE_CHECKING:
     from .embed import Embedder
     from .salience import SalienceScorer
 
-__all__ = ["Plan", "compact_store", "delete_documents", "update_store"]
+__all__ = ["Plan", "PruneResult", "compact_store", "delete_documents", "prune", "update_store"]
 
 COUNT_COLUMNS = ("original_count", "final_count", "exact_count", "near_count",
                  "filtered_count")
@@ -407,6 +409,11 @@ def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIO
                          keep_versions=keep_versions,
                          extra={**keep, "life": {"added": 0, "changed": 0, "removed": 0},
                                 "compacted_from": current.run_id})
+    # The folded layers' change lists are carried, so the `changes` view keeps the history.
+    history = current.change_history()
+    seqs = history.get_column("seq").to_numpy()
+    writer.extra["history_layers"] = int(seqs.max()) + 1 if seqs.size else \
+        current.history_offset()
     kept = current.segments().collect()
     decisions = current.decisions().collect()
     documents = current.documents().collect()
@@ -434,5 +441,49 @@ def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIO
                               parquet_bytes(fp_frame.to_arrow()), fp_frame.height))
             writer.add(out)
             written += 1
+        writer.add_file(HISTORY, parquet_bytes(history.to_arrow()), history.height)
         writer.commit()
     return _result(open_store(current.root), dict(writer.timings), cfg, empty, start)
+
+
+@dataclasses.dataclass(frozen=True)
+class PruneResult:
+    """What :func:`prune` did (or, with ``dry_run``, would do): the version ids ``removed``,
+    those ``held`` by a reader (removed by a later prune), and the compacted version written
+    by folding the current version's ``folded_deltas`` deltas (``folded``; ``None`` when
+    there was nothing to fold or with ``dry_run``)."""
+
+    removed: list[str]
+    held: list[str]
+    folded: str | None
+    folded_deltas: int
+    dry_run: bool = False
+
+
+def prune(store: str | Path, *, keep: int = KEEP_VERSIONS, fold: bool = True,
+          dry_run: bool = False) -> PruneResult:
+    """Remove all but the newest ``keep`` versions (never the current one, never one a
+    reader holds open). With ``fold`` (the default) the current version's deltas are first
+    folded into a compacted version, which becomes current: a delta keeps the rows it
+    replaced on disk for as long as its base is kept, so pruning alone would not give them
+    back."""
+    from .store.lock import store_lock
+    from .store.versions import prune_plan, remove_versions, version_dirs
+
+    root = Path(store.root if isinstance(store, Store) else store)
+    if keep < 1:
+        raise StoreError(f"--keep must be at least 1 (the current version), got {keep}")
+    current = open_store(root)
+    deltas = len(current.layers()) - 1 if fold else 0
+    current.close()
+    if dry_run:
+        plan_remove, plan_held = prune_plan(root, keep, folding=bool(deltas))
+        return PruneResult([p.name for p in plan_remove], [p.name for p in plan_held], None,
+                           deltas, dry_run=True)
+    folded = None
+    if deltas:
+        # The writer removes nothing itself here: the removal below reports what it held.
+        folded = compact_store(root, keep_versions=len(version_dirs(root)) + 1).version_id
+    with store_lock(root):
+        removed, held = remove_versions(root, keep)
+    return PruneResult(removed, held, folded, deltas)

@@ -21,8 +21,8 @@ from arrowdedup.job import ingest_to_store
 from arrowdedup.retrieval.bm25_layers import LayeredBm25, load_store_bm25
 from arrowdedup.retrieval.search import search
 from arrowdedup.store import store_lock
-from arrowdedup.store.versions import list_versions, prune, rollback
-from arrowdedup.update import compact_store, delete_documents, update_store
+from arrowdedup.store.versions import list_versions, rollback
+from arrowdedup.update import compact_store, delete_documents, prune, update_store
 from arrowdedup.verify import verify_store
 
 runner = CliRunner()
@@ -289,8 +289,9 @@ def test_versions_rollback_prune_and_pinned_readers(tmp_path: Path) -> None:
     assert rolled.id == infos[1].id and open_store(root).run_id == infos[1].id
     assert newest.run_id == infos[-1].id
     assert len(list_versions(root)) == 5, "rollback writes no version"
-    removed, held = prune(root, 1)
-    assert held == [infos[2].id] and removed == [infos[0].id, infos[3].id]
+    pruned = prune(root, keep=1, fold=False)
+    assert pruned.held == [infos[2].id] and pruned.removed == [infos[0].id, infos[3].id]
+    assert pruned.folded is None
     for reader in (old, newest):
         counts = reader.manifest["counts"]
         assert reader.segments().collect().height == counts["segments_kept"]
@@ -299,10 +300,69 @@ def test_versions_rollback_prune_and_pinned_readers(tmp_path: Path) -> None:
         assert vectors is not None and len(vectors) == counts["segments_kept"]
     assert verify_store(root, version=infos[2].id).ok
     old.close()
-    removed, held = prune(root, 1)
-    assert removed == [infos[2].id] and not held
+    pruned = prune(root, keep=1, fold=False)
+    assert pruned.removed == [infos[2].id] and not pruned.held
     assert [v.id for v in list_versions(root)] == [infos[1].id, infos[-1].id]
     assert verify_store(root).ok
+
+
+def _disk_bytes(root: Path) -> int:
+    """Bytes on disk, a hard-linked file counted once."""
+    inodes = {p.stat().st_ino: p.stat().st_size for p in root.rglob("*") if p.is_file()}
+    return sum(inodes.values())
+
+
+def _history(root: Path) -> list[tuple[object, ...]]:
+    from arrowdedup.metrics.views import connect
+
+    return connect(root).sql("SELECT seq, version, doc_id, change FROM changes "
+                             "ORDER BY seq, doc_id").fetchall()
+
+
+def test_prune_folds_the_deltas_and_keeps_the_history(tmp_path: Path) -> None:
+    state = {i: 0 for i in range(6)}
+    root = _store(tmp_path, state)
+    for step in range(3):
+        state[step] = 1
+        update_store(root, corpus_of(state))
+    delete_documents(root, ["doc-5"])
+    before = open_store(root)
+    data = {n: _sorted(getattr(before, n)().collect())
+            for n in ("segments", "decisions", "documents")}
+    history = _history(root)
+    assert before.is_layered and len(before.layers()) == 5
+    assert open_store(root).change_history().rows() == [(s, v, d, c) for s, v, d, c in history]
+    disk = _disk_bytes(root)
+    ids = [v.id for v in list_versions(root)]
+    before.close()
+
+    dry = prune(root, keep=1, dry_run=True)
+    assert dry.dry_run and dry.folded is None and dry.folded_deltas == 4
+    assert dry.removed == ids, "the fold's version becomes current: every other one goes"
+    assert [v.id for v in list_versions(root)] == ids and _disk_bytes(root) == disk
+
+    done = prune(root, keep=1)
+    assert done.folded_deltas == 4 and done.folded is not None and done.removed == ids
+    assert [v.id for v in list_versions(root)] == [done.folded]
+    after = open_store(root)
+    assert not after.is_layered and after.run_id == done.folded
+    for name, frame in data.items():
+        assert _sorted(getattr(after, name)().collect()).equals(frame), name
+    assert _history(root) == history, "folding keeps the change history"
+    assert _disk_bytes(root) < disk
+    assert verify_store(root).ok
+    after.close()
+
+    # Updates after the fold continue the history; a second fold carries it again.
+    state[4] = 1
+    update_store(root, corpus_of(state))
+    grown = _history(root)
+    assert grown[:len(history)] == history
+    assert {r[0] for r in grown[len(history):]} == {history[-1][0] + 1}  # type: ignore[operator]
+    assert prune(root, keep=2).folded_deltas == 1
+    assert len(list_versions(root)) == 2
+    assert _history(root) == grown
+    assert prune(root, keep=2).folded is None, "nothing left to fold"
 
 
 def test_disk_use_shares_unchanged_files(tmp_path: Path) -> None:
@@ -363,6 +423,19 @@ def test_cli_life(tmp_path: Path) -> None:
     assert runner.invoke(app, ["prune", store, "--keep", "1"]).exit_code == 0
     assert len(json.loads(runner.invoke(app, ["versions", store, "--json"]).stdout)) == 1
     assert runner.invoke(app, ["verify", store]).exit_code == 0
+
+
+def test_cli_prune_folds(tmp_path: Path) -> None:
+    root = _store(tmp_path, {0: 0, 1: 0})
+    update_store(root, corpus_of({0: 1, 1: 0}))
+    dry = runner.invoke(app, ["prune", str(root), "--keep", "1", "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "would fold 1 delta(s)" in dry.output and "would remove 2 version(s)" in dry.output
+    kept = runner.invoke(app, ["prune", str(root), "--keep", "2", "--no-fold"])
+    assert kept.exit_code == 0 and "fold" not in kept.output and "removed 0" in kept.output
+    done = runner.invoke(app, ["prune", str(root), "--keep", "1"])
+    assert done.exit_code == 0 and "folded 1 delta(s) into" in done.output
+    assert not open_store(root).is_layered and len(list_versions(root)) == 1
 
 
 # ----------------------------------------------------------------------------- crashes

@@ -157,16 +157,24 @@ def prune(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     keep: Annotated[int, typer.Option(help="Newest versions to keep (the current one is "
                                            "always kept).")] = 5,
+    fold: Annotated[bool, typer.Option("--fold/--no-fold", help="First fold the current "
+                                       "version's deltas into a compacted version (so the "
+                                       "rows they replaced leave the disk).")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed and "
                                                             "remove nothing.")] = False,
 ) -> None:
-    """Remove old versions (never the current one, nor one a reader holds open)."""
-    from ..store.versions import prune as do_prune
+    """Fold the current version's deltas, then remove old versions (never the current one,
+    nor one a reader holds open)."""
+    from ..update import prune as do_prune
 
-    removed, held = do_prune(store, keep, dry_run=dry_run)
+    done = do_prune(store, keep=keep, fold=fold, dry_run=dry_run)
+    if done.folded_deltas:
+        verb = "would fold" if dry_run else "folded"
+        into = f" into {done.folded}" if done.folded else " into a compacted version"
+        console.print(f"{verb} {done.folded_deltas} delta(s){into}", markup=False)
     verb = "would remove" if dry_run else "removed"
-    console.print(f"{verb} {len(removed)} version(s)" + (f": {', '.join(removed)}"
-                                                         if removed else ""), markup=False)
-    if held:
-        note(f"kept {len(held)} version(s) a reader holds open: {', '.join(held)}; prune "
+    console.print(f"{verb} {len(done.removed)} version(s)"
+                  + (f": {', '.join(done.removed)}" if done.removed else ""), markup=False)
+    if done.held:
+        note(f"kept {len(done.held)} version(s) a reader holds open: {', '.join(done.held)}; prune "
              "again later")

@@ -33,6 +33,7 @@ import polars as pl
 
 from ..errors import StoreError
 from ..store import CURRENT, Store, open_store
+from ..store.layout import CHANGES, HISTORY
 from .keys import create_keys_view
 
 CORPUS_METRICS = (
@@ -197,20 +198,26 @@ def layered_sql(store: Store, current: Path) -> dict[str, str]:
 
 
 def changes_sql(store: Store, current: Path) -> str:
-    """``changes``: ``seq`` (0 for the base, then each delta in order), ``version``,
-    ``doc_id``, ``change`` (added / changed / removed), one row
-    per document each layer of the current version brought; the base counts as added by the
-    version that wrote it."""
-    base_id = str(store.manifest.get("base") or store.run_id)
-    selects = [f"SELECT 0 AS seq, {_literal(base_id)} AS version, CAST(doc_id AS VARCHAR) "
-               f"AS doc_id, 'added' AS change FROM "
-               f"read_parquet({_literal(current / 'documents.parquet')})"]
-    for seq, layer in enumerate(store.layers()[1:], start=1):
-        if (layer.path / "changes.parquet").exists():
+    """``changes``: ``seq`` (0 for the first version, then one per later version),
+    ``version``, ``doc_id``, ``change`` (added / changed / removed), one row per document each
+    version of the current version's lineage brought. A base an ingest wrote counts as added
+    by that version; a compacted base carries the history of the layers it folded
+    (:meth:`Store.change_history` is the same table in Python)."""
+    if (store.version / HISTORY).exists():
+        selects = [f"SELECT seq, version, doc_id, change FROM "
+                   f"read_parquet({_literal(current / HISTORY)})"]
+    else:
+        base_id = str(store.manifest.get("base") or store.run_id)
+        selects = [f"SELECT CAST(0 AS BIGINT) AS seq, {_literal(base_id)} AS version, "
+                   f"CAST(doc_id AS VARCHAR) AS doc_id, 'added' AS change FROM "
+                   f"read_parquet({_literal(current / 'documents.parquet')})"]
+    offset = store.history_offset()
+    for i, layer in enumerate(store.layers()[1:]):
+        if (layer.path / CHANGES).exists():
             version = layer.name.rsplit("/", 1)[-1]
-            selects.append(f"SELECT {seq} AS seq, {_literal(version)} AS version, doc_id, "
-                           f"change FROM read_parquet("
-                           f"{_literal(current / layer.name / 'changes.parquet')})")
+            selects.append(f"SELECT CAST({offset + i} AS BIGINT) AS seq, {_literal(version)} "
+                           f"AS version, doc_id, change FROM read_parquet("
+                           f"{_literal(current / layer.name / CHANGES)})")
     return " UNION ALL ".join(selects)
 
 

@@ -63,6 +63,9 @@ FINGERPRINTS = "fingerprints"
 DELTAS = "deltas"
 TOMBSTONES = "tombstones.parquet"
 CHANGES = "changes.parquet"
+# A compacted base carries the change history of the layers it folded (seq, version,
+# doc_id, change); the manifest's ``history_layers`` counts the seqs it holds.
+HISTORY = "history.parquet"
 
 
 def part_name(bucket: int) -> str:

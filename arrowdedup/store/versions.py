@@ -1,4 +1,5 @@
-"""A store's versions: list them, make one current again (rollback), remove old ones (prune).
+"""A store's versions: list them, make one current again (rollback), remove old ones (the
+removal :func:`arrowdedup.update.prune` does).
 
 Every version directory is whole by itself (a delta version holds hard links to the files it
 shares with its parent), so removing one never damages another. A version that a reader holds
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..errors import StoreError
 from .atomic import fsync_dir
-from .layout import CURRENT, KEEP_VERSIONS, MANIFEST, VERSIONS
+from .layout import CURRENT, MANIFEST, VERSIONS
 from .lock import store_lock
 from .reader import current_version, read_manifest
 
@@ -144,14 +145,19 @@ def is_pinned(version: Path) -> bool:
     return False
 
 
-def prune_plan(root: Path, keep: int) -> tuple[list[Path], list[Path]]:
+def prune_plan(root: Path, keep: int, *, folding: bool = False
+               ) -> tuple[list[Path], list[Path]]:
     """(versions to remove, versions kept only because a reader holds them): all but the
-    newest ``keep`` and never the current one."""
+    newest ``keep`` and never the current one. ``folding``: a compacted version is about to
+    be written and become current, so it is one of the ``keep`` and the current version is
+    no longer spared."""
     if keep < 1:
         raise StoreError(f"--keep must be at least 1 (the current version), got {keep}")
-    current = current_version(root)
+    current = None if folding else current_version(root)
     dirs = version_dirs(root)
-    old = [p for p in dirs[:-keep] if current is None or p.resolve() != current]
+    kept_here = keep - 1 if folding else keep
+    candidates = dirs[:max(0, len(dirs) - kept_here)]
+    old = [p for p in candidates if current is None or p.resolve() != current]
     held = [p for p in old if is_pinned(p)]
     return [p for p in old if p not in held], held
 
@@ -169,15 +175,3 @@ def remove_versions(root: Path, keep: int) -> tuple[list[str], list[str]]:
     for tmp in [*(root / VERSIONS).glob(".tmp-*"), *(root / VERSIONS).glob(".trash-*")]:
         shutil.rmtree(tmp, ignore_errors=True)  # left by a killed run (we hold the lock)
     return [p.name for p in remove], [p.name for p in held]
-
-
-def prune(root: str | Path, keep: int = KEEP_VERSIONS, *, dry_run: bool = False
-          ) -> tuple[list[str], list[str]]:
-    """Remove all but the newest ``keep`` versions (never the current one, never one a
-    reader holds open); returns (removed or, with ``dry_run``, to remove; held)."""
-    root = Path(root)
-    if dry_run:
-        remove, held = prune_plan(root, keep)
-        return [p.name for p in remove], [p.name for p in held]
-    with store_lock(root):
-        return remove_versions(root, keep)

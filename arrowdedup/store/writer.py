@@ -398,6 +398,12 @@ class StoreWriter:
         self.written.append(path)
         self.files[rel] = {"rows": rows, CHECKSUM: checksum_bytes(data)}
 
+    def add_file(self, rel: str, data: bytes | pa.Buffer, rows: int | None) -> None:
+        """Write one more file of the version (listed and checksummed like the buckets')."""
+        t0 = time.perf_counter()
+        self._write(rel, data, rows)
+        self.timings["write"] += time.perf_counter() - t0
+
     def add(self, out: BucketOutput) -> None:
         """Write one encoded bucket (buckets in increasing order, each at most once)."""
         if out.bucket <= self._last_bucket:
