@@ -18,18 +18,15 @@ Target: a filtered search costs ≤ 1.2× the unfiltered one.
 
 from __future__ import annotations
 
-import os
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from .common import table
-from .retrieval import FULL, QUICK, LookupEmbedder, build_store
+from .retrieval import FULL, QUICK, LookupEmbedder, noisy_queries, open_bench_store
 
 TITLE = "Search filters: where= at 1M segments"
 TARGET = 1.2
@@ -49,23 +46,15 @@ def _p50(values: list[float]) -> float:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from arrowdedup import open_store, search
+    from arrowdedup import search
     from arrowdedup.retrieval.search import store_view
 
     params = dict(QUICK if quick else FULL, seed=7, queries=30 if quick else 100)
-    root = Path(os.environ.get("ARROWDEDUP_RETRIEVAL_BENCH_STORE",
-                               Path(tempfile.gettempdir()) /
-                               f"arrowdedup-retrieval-bench-{'quick' if quick else 'full'}"))
-    root, build_s = build_store(params, root)
-    store = open_store(root)
+    store, build_s = open_bench_store(params, quick)
     vectors = store.vectors()
     assert vectors is not None
     n, dim = vectors.shape
-    rng = np.random.default_rng(params["seed"] + 2)
-    picks = rng.choice(n, size=params["queries"], replace=False)
-    qvecs = np.asarray(vectors[picks], dtype=np.float32) \
-        + 0.05 * rng.standard_normal((params["queries"], dim)).astype(np.float32)
-    qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
+    picks, qvecs = noisy_queries(vectors, params["queries"], params["seed"] + 2)
     frame = store.segments(with_embeddings=False).select(
         "doc_id", "position", "created_at", "text").collect()
     texts = [" ".join(str(t).split()[:3]) for t in frame.get_column("text").gather(picks)]

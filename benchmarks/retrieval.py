@@ -99,6 +99,30 @@ def build_store(params: dict[str, Any], root: Path) -> tuple[Path, float]:
     return root, time.perf_counter() - start
 
 
+def open_bench_store(params: dict[str, Any], quick: bool) -> tuple[Any, float]:
+    """The benchmark store, opened (built, or reused when its parameters match, under the
+    temporary directory or ``ARROWDEDUP_RETRIEVAL_BENCH_STORE``), and its build seconds."""
+    from arrowdedup import open_store
+
+    root = Path(os.environ.get("ARROWDEDUP_RETRIEVAL_BENCH_STORE",
+                               Path(tempfile.gettempdir()) /
+                               f"arrowdedup-retrieval-bench-{'quick' if quick else 'full'}"))
+    root, build_s = build_store(params, root)
+    return open_store(root), build_s
+
+
+def noisy_queries(vectors: Any, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, queries): ``count`` distinct stored vectors, each moved by a little noise and
+    normalised again, so a query is near its row but never equal to it."""
+    n, dim = vectors.shape
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(n, size=count, replace=False)
+    qvecs = np.asarray(vectors[picks], dtype=np.float32) \
+        + 0.05 * rng.standard_normal((count, dim)).astype(np.float32)
+    qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
+    return picks, qvecs
+
+
 def plant_cross_doc(frame: pl.DataFrame, matrix: np.ndarray, params: dict[str, Any]
                     ) -> pl.DataFrame:
     """Copy ``CROSS_DOC_SHARE`` of the segments into another document each: same text, the
@@ -161,27 +185,18 @@ def bench_dedupe(dim: int, calls: int) -> dict[str, Any]:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from arrowdedup import open_store, search
+    from arrowdedup import search
     from arrowdedup.retrieval.search import store_view
 
     params = dict(QUICK if quick else FULL, seed=7)
     load_before = os.getloadavg()
     dedupe = bench_dedupe(params["dim"], DEDUPE_CALLS["quick" if quick else "full"])
 
-    root = Path(os.environ.get("ARROWDEDUP_RETRIEVAL_BENCH_STORE",
-                               Path(tempfile.gettempdir()) /
-                               f"arrowdedup-retrieval-bench-{'quick' if quick else 'full'}"))
-    root, build_s = build_store(params, root)
-    store = open_store(root)
+    store, build_s = open_bench_store(params, quick)
     vectors = store.vectors()
     assert vectors is not None
     n, dim = vectors.shape
-
-    rng = np.random.default_rng(params["seed"] + 1)
-    picks = rng.choice(n, size=params["queries"], replace=False)
-    qvecs = np.asarray(vectors[picks], dtype=np.float32) \
-        + 0.05 * rng.standard_normal((params["queries"], dim)).astype(np.float32)
-    qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
+    picks, qvecs = noisy_queries(vectors, params["queries"], params["seed"] + 1)
     segs = store.segments(with_embeddings=False).select("text").collect().get_column("text")
     texts = [" ".join(str(segs[int(i)]).split()[:3]) for i in picks]
     embedder = LookupEmbedder(dict(zip(texts, qvecs, strict=True)))

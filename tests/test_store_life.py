@@ -319,12 +319,19 @@ def _history(root: Path) -> list[tuple[object, ...]]:
                              "ORDER BY seq, doc_id").fetchall()
 
 
-def test_prune_folds_the_deltas_and_keeps_the_history(tmp_path: Path) -> None:
-    state = {i: 0 for i in range(6)}
+def _changed_one_by_one(tmp_path: Path, documents: int, updates: int
+                        ) -> tuple[Path, dict[int, int]]:
+    """A store of ``documents`` documents, then ``updates`` updates that each change one."""
+    state = {i: 0 for i in range(documents)}
     root = _store(tmp_path, state)
-    for step in range(3):
+    for step in range(updates):
         state[step] = 1
         update_store(root, corpus_of(state))
+    return root, state
+
+
+def test_prune_folds_the_deltas_and_keeps_the_history(tmp_path: Path) -> None:
+    root, state = _changed_one_by_one(tmp_path, 6, 3)
     delete_documents(root, ["doc-5"])
     before = open_store(root)
     data = {n: _sorted(getattr(before, n)().collect())
@@ -366,18 +373,9 @@ def test_prune_folds_the_deltas_and_keeps_the_history(tmp_path: Path) -> None:
 
 
 def test_disk_use_shares_unchanged_files(tmp_path: Path) -> None:
-    state = {i: 0 for i in range(10)}
-    root = _store(tmp_path, state)
-    for step in range(4):
-        state[step] = 1
-        update_store(root, corpus_of(state))
-    inodes: dict[int, int] = {}
-    for p in root.rglob("*"):
-        if p.is_file():
-            stat = p.stat()
-            inodes[stat.st_ino] = stat.st_size
+    root, _ = _changed_one_by_one(tmp_path, 10, 4)
     once = sum(p.stat().st_size for p in (root / "current").resolve().rglob("*") if p.is_file())
-    assert sum(inodes.values()) < 2.0 * once  # hard links: 5 versions, far less than 5 copies
+    assert _disk_bytes(root) < 2.0 * once  # hard links: 5 versions, far less than 5 copies
 
 
 # ----------------------------------------------------------------------------- CLI
