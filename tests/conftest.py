@@ -83,3 +83,11 @@ def random_facts(m: int, seed: int):
         offsets[r + 1] = len(values)
     modes = rng.choice(np.array([0, 0, 1], dtype=np.int8), m)
     return offsets, np.array(values, dtype=np.uint64), modes
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The shared Model2Vec embedder (the test skips when the model is absent)."""
+    from arrowdedup.embed import Model2VecEmbedder
+
+    return Model2VecEmbedder(need(M2V_MODEL))

@@ -46,16 +46,22 @@ apt-get install collector
 """
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _docs_store(tmp_path_factory: pytest.TempPathFactory, name: str, pages: dict[str, str]
+                ) -> Path:
+    """A store of Markdown ``pages`` (file name → text), embedded with Model2Vec."""
     need(M2V_MODEL)
-    tmp = tmp_path_factory.mktemp("ctx")
+    tmp = tmp_path_factory.mktemp(name)
     docs = tmp / "docs"
     docs.mkdir()
-    (docs / "configuration.md").write_text(PAGE, encoding="utf-8")
-    (docs / "install.md").write_text(OTHER, encoding="utf-8")
+    for file, text in pages.items():
+        (docs / file).write_text(text, encoding="utf-8")
     ingest_to_store(docs, tmp / "store", embedder=f"model2vec:{M2V_MODEL}", quiet=True)
     return tmp / "store"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _docs_store(tmp_path_factory, "ctx", {"configuration.md": PAGE, "install.md": OTHER})
 
 
 def test_code_is_fenced_with_its_language_and_headings_stay_below_the_block(store: Path) -> None:
@@ -116,14 +122,7 @@ Roll back to the previous package when the agent does not start.
 
 @pytest.fixture(scope="module")
 def command_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    need(M2V_MODEL)
-    tmp = tmp_path_factory.mktemp("cmd")
-    docs = tmp / "docs"
-    docs.mkdir()
-    (docs / "upgrade.md").write_text(UPGRADE, encoding="utf-8")
-    (docs / "install.md").write_text(OTHER, encoding="utf-8")
-    ingest_to_store(docs, tmp / "store", embedder=f"model2vec:{M2V_MODEL}", quiet=True)
-    return tmp / "store"
+    return _docs_store(tmp_path_factory, "cmd", {"upgrade.md": UPGRADE, "install.md": OTHER})
 
 
 QUERY = "upgrade the agent in place"

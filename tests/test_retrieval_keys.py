@@ -13,17 +13,10 @@ from arrowdedup import InputError, build_context, ingest, ingest_to_store, searc
 from arrowdedup.cli import app
 from arrowdedup.metrics import connect
 from arrowdedup.retrieval.keys import indexed_text, token_pattern
-from tests.conftest import M2V_MODEL, need
+from tests.conftest import M2V_MODEL
 from tests.test_retrieval_search import corpus_frame
 
 DOCS = Path(__file__).resolve().parent.parent / "data" / "documents"
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    from arrowdedup.embed import Model2VecEmbedder
-
-    return Model2VecEmbedder(need(M2V_MODEL))
 
 
 @pytest.fixture(scope="module")

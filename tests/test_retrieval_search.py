@@ -25,7 +25,7 @@ from arrowdedup import (
 )
 from arrowdedup.cli import app
 from arrowdedup.retrieval.bm25 import tokenize
-from tests.conftest import M2V_MODEL, need
+from tests.conftest import M2V_MODEL
 
 CORPUS = {
     "pets": ["Dogs are loyal animals that live with families.",
@@ -69,13 +69,6 @@ def corpus_frame(embedder, corpus=CORPUS, created=None) -> pl.DataFrame:
     vectors = embedder.encode(frame.get_column("text").to_list())
     return frame.with_columns(pl.Series("embedding", vectors).cast(
         pl.Array(pl.Float32, vectors.shape[1])))
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    from arrowdedup.embed import Model2VecEmbedder
-
-    return Model2VecEmbedder(need(M2V_MODEL))
 
 
 @pytest.fixture(scope="module")
