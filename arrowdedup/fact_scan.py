@@ -9,6 +9,10 @@ narrow one, and classifies each piece by its characters (see :mod:`arrowdedup.fa
 kinds). Each fact is written as ``(XXH64(normalised bytes) & LOW_BITS) | kind << 61``.
 Word lists (negations, opposites, dates, number words, units) are looked up by the XXH64 of
 the lower-cased word in sorted tables built once in Python.
+
+The chunk loop also finds the quoted spans (no pass of their own), a piece's character
+statistics are counted while its extent is found when it is ASCII, and a row's facts are
+sorted and made unique as the row ends, so the scan writes the CSR signature column itself.
 """
 
 from __future__ import annotations
