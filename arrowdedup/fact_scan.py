@@ -9,6 +9,10 @@ narrow one, and classifies each piece by its characters (see :mod:`arrowdedup.fa
 kinds). Each fact is written as ``(XXH64(normalised bytes) & LOW_BITS) | kind << 61``.
 Word lists (negations, opposites, dates, number words, units) are looked up by the XXH64 of
 the lower-cased word in sorted tables built once in Python.
+
+The chunk loop also finds the quoted spans (no pass of their own), a piece's character
+statistics are counted while its extent is found when it is ASCII, and a row's facts are
+sorted and made unique as the row ends, so the scan writes the CSR signature column itself.
 """
 
 from __future__ import annotations
@@ -60,6 +64,11 @@ def _ascii_classes() -> np.ndarray:
 
 
 _ASCII = _ascii_classes()
+# The chunk loop's view of an ASCII byte: 0 part of a chunk, 1 white space, 2 a quote that may
+# open a quoted span (backtick, double quote).
+_CHUNK = np.where(_ASCII == C_SPACE, 1, 0).astype(np.int8)
+_CHUNK[96] = 2
+_CHUNK[34] = 2
 
 
 @numba.njit(inline="always")
@@ -185,11 +194,10 @@ def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uin
 
 
 @numba.njit(inline="always")
-def _push(out: np.ndarray, rows: np.ndarray, n_out: int, r: int, h: np.uint64, kind: int) -> int:
-    """Append fact ``(h, kind)`` of row ``r``; :func:`_scan` keeps room for a row's worst case
-    before it reads the row."""
+def _push(out: np.ndarray, n_out: int, h: np.uint64, kind: int) -> int:
+    """Append fact ``(h, kind)``; :func:`_scan` keeps room for a row's worst case before it
+    reads the row."""
     out[n_out] = (h & LOW) | (np.uint64(kind) << np.uint64(61))
-    rows[n_out] = r
     return n_out + 1
 
 
@@ -202,11 +210,19 @@ def _lower_byte(b: int) -> int:
 def _word_index(data: np.ndarray, s: int, e: int, scratch: np.ndarray, word_keys: np.ndarray,
                 word_filter: np.ndarray) -> int:
     """Index of the lower-cased word ``data[s:e]`` in the word table, or -1. Most words are in
-    no list: a (length, first byte, last byte) filter rejects them before any hashing."""
+    no list: filters reject them before any hashing, bit 1 of ``word_filter`` on (length, first
+    byte, last byte), bit 2 on (length, second byte, last but one), the latter only where both
+    bytes are ASCII (there lower-casing maps a byte to a byte)."""
     length = e - s
-    if length >= word_filter.shape[0] or not word_filter[
-            length, _lower_byte(int(data[s])), _lower_byte(int(data[e - 1]))]:
+    if length >= word_filter.shape[0] or not (word_filter[
+            length, _lower_byte(int(data[s])), _lower_byte(int(data[e - 1]))] & 1):
         return -1
+    if length >= 2:
+        b1 = int(data[s + 1])
+        b2 = int(data[e - 2])
+        if b1 < 0x80 and b2 < 0x80 and not (word_filter[
+                length, _lower_byte(b1), _lower_byte(b2)] & 2):
+            return -1
     return _lookup(word_keys, _lower_hash(data, s, e, scratch))
 
 
@@ -227,76 +243,107 @@ def _is_initials(data: np.ndarray, s: int, e: int) -> bool:
     return run <= 1
 
 
+@numba.njit(inline="always")
+def _opens_quote(cp: int) -> bool:
+    """Can a quoted span start at ``cp`` (backtick, straight, curly or CJK quotes, guillemet)?"""
+    return cp == 96 or cp == 34 or cp == 0x201C or cp == 0xAB or cp == 0x201E or cp == 0x300C
+
+
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _quoted(data: np.ndarray, s: int, e: int, r: int, out: np.ndarray, out_rows: np.ndarray,
-            n_out: int, scratch: np.ndarray) -> int:
-    """Backticked and quoted spans of row ``r`` (bytes ``s:e``): each content is one
-    identifier (the first of the scanner's two passes over a row)."""
-    i = s
-    while i < e:
-        b0 = int(data[i])
-        if b0 != 96 and b0 != 34 and b0 != 0xE2 and b0 != 0xC2 and b0 != 0xE3:
-            i += 1
-            continue
-        cp, ln = _decode(data, i, e)
-        close = -1
-        limit = 0
-        if cp == 96:
-            close = 96
-            limit = 80
-        elif cp == 34:
-            close = 34
-            limit = 60
-        elif cp == 0x201C:
-            close = 0x201D
-            limit = 60
-        elif cp == 0xAB:
-            close = 0xBB
-            limit = 60
-        elif cp == 0x201E:
-            close = 0x201C
-            limit = 60
-        elif cp == 0x300C:
-            close = 0x300D
-            limit = 60
-        if close < 0:
-            i += ln
-            continue
-        j = i + ln
-        found = -1
-        while j < e and j - i <= limit + 4:
-            cq, lq = _decode(data, j, e)
-            if cq == 10:
-                break
-            if cq == close or (close == 0x201C and cq == 0x201D):
-                found = j
-                break
-            j += lq
-        if found < 0:
-            i += ln
-            continue
-        # Content with runs of white space folded to one space, trimmed.
-        w = 0
-        k = i + ln
-        pending_space = False
-        while k < found and w < 4000:
-            ck, lk = _decode(data, k, e)
-            if _cls(ck) == C_SPACE:
-                pending_space = w > 0
-            else:
-                if pending_space:
-                    scratch[w] = 32
-                    w += 1
-                    pending_space = False
-                for q in range(lk):
-                    scratch[w] = data[k + q]
-                    w += 1
-            k += lk
-        if w > 0:
-            h = _xxh64_one(scratch, 0, w)
-            n_out = _push(out, out_rows, n_out, r, h, K_IDENT)
-        i = found + (1 if close < 0x80 else (2 if close < 0x800 else 3))
-    return n_out
+def _quoted_at(data: np.ndarray, i: int, e: int, out: np.ndarray, n_out: int,
+               scratch: np.ndarray) -> tuple[int, int]:
+    """A backticked or quoted span opening at byte ``i`` (a code point for which
+    :func:`_opens_quote` holds) of a row ending at ``e``: its content is one identifier.
+    Returns (fact count, byte after the closing quote), or (fact count, -1) without a close
+    in reach. Spans do not nest: the chunk loop of :func:`_scan` looks for the next opener from
+    the byte after a close."""
+    cp, ln = _decode(data, i, e)
+    close = -1
+    limit = 0
+    if cp == 96:
+        close = 96
+        limit = 80
+    elif cp == 34:
+        close = 34
+        limit = 60
+    elif cp == 0x201C:
+        close = 0x201D
+        limit = 60
+    elif cp == 0xAB:
+        close = 0xBB
+        limit = 60
+    elif cp == 0x201E:
+        close = 0x201C
+        limit = 60
+    elif cp == 0x300C:
+        close = 0x300D
+        limit = 60
+    if close < 0:
+        return n_out, -1
+    j = i + ln
+    found = -1
+    while j < e and j - i <= limit + 4:
+        cq, lq = _decode(data, j, e)
+        if cq == 10:
+            break
+        if cq == close or (close == 0x201C and cq == 0x201D):
+            found = j
+            break
+        j += lq
+    if found < 0:
+        return n_out, -1
+    # Content with runs of white space folded to one space, trimmed.
+    w = 0
+    k = i + ln
+    pending_space = False
+    while k < found and w < 4000:
+        ck, lk = _decode(data, k, e)
+        if _cls(ck) == C_SPACE:
+            pending_space = w > 0
+        else:
+            if pending_space:
+                scratch[w] = 32
+                w += 1
+                pending_space = False
+            for q in range(lk):
+                scratch[w] = data[k + q]
+                w += 1
+        k += lk
+    if w > 0:
+        h = _xxh64_one(scratch, 0, w)
+        n_out = _push(out, n_out, h, K_IDENT)
+    return n_out, found + (1 if close < 0x80 else (2 if close < 0x800 else 3))
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _sort_unique(out: np.ndarray, lo: int, hi: int) -> int:
+    """Sort ``out[lo:hi]`` and drop repeats in place; returns the new end. Rows hold a
+    handful of facts (insertion sort); a long row is Shell-sorted first."""
+    if hi - lo > 32:
+        gap = 1
+        while gap < (hi - lo) // 3:
+            gap = 3 * gap + 1
+        while gap > 1:
+            gap //= 3
+            for i in range(lo + gap, hi):
+                x = out[i]
+                k = i
+                while k - gap >= lo and out[k - gap] > x:
+                    out[k] = out[k - gap]
+                    k -= gap
+                out[k] = x
+    w = lo
+    for i in range(lo, hi):
+        x = out[i]
+        k = w
+        while k > lo and out[k - 1] > x:
+            k -= 1
+        if not (k > lo and out[k - 1] == x):
+            for z in range(w, k, -1):
+                out[z] = out[z - 1]
+            out[k] = x
+            w += 1
+    return w
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
@@ -308,7 +355,7 @@ def _scan(
     nouns: np.ndarray,
     first: int,
     out: np.ndarray,
-    out_rows: np.ndarray,
+    ends: np.ndarray,
     n_out: int,
     scratch: np.ndarray,
     num_buf: np.ndarray,
@@ -325,8 +372,9 @@ def _scan(
     wide_neg_offsets: np.ndarray,
     word_filter: np.ndarray,
 ) -> tuple[int, int]:
-    """Facts of rows ``first, first + 1, ...`` appended to ``out`` / ``out_rows`` (hash, row),
-    rows ascending, from ``n_out`` on. Returns (next row, fact count): it stops before a row
+    """Facts of rows ``first, first + 1, ...`` appended to ``out`` from ``n_out`` on, each
+    row's sorted and unique; ``ends[r]`` is where row ``r``'s facts end. Returns (next row,
+    fact count): it stops before a row
     whose worst case (:data:`ROW_FACTS_PER_BYTE` facts per byte) might not fit, so that the
     caller grows the buffers and calls again from there.
 
@@ -345,7 +393,7 @@ def _scan(
         row_first = n_out
         title_words = 0
         lower_words = 0
-        n_out = _quoted(data, s, e, r, out, out_rows, n_out, scratch)
+        quote_from = s  # quoted spans are looked for from here on
         # 2. Chunks.
         sentence_start = True
         pend_num = -1  # length of a number in num_buf waiting for a unit word, or -1
@@ -368,13 +416,25 @@ def _scan(
             while i < e:
                 b0 = data[i]
                 if b0 < 0x80:
-                    if _ASCII[b0] == C_SPACE:
+                    t = _CHUNK[b0]
+                    if t == 0:
+                        i += 1
+                        continue
+                    if t == 1:
                         break
+                    if i >= quote_from:
+                        n_out, after = _quoted_at(data, i, e, out, n_out, scratch)
+                        if after >= 0:
+                            quote_from = after
                     i += 1
                     continue
                 cp, ln = _decode(data, i, e)
                 if _cls(cp) == C_SPACE:
                     break
+                if i >= quote_from and _opens_quote(cp):
+                    n_out, after = _quoted_at(data, i, e, out, n_out, scratch)
+                    if after >= 0:
+                        quote_from = after
                 i += ln
             ce = i
             # Strip wrapping punctuation (never a leading '-': flags and negative numbers).
@@ -421,7 +481,7 @@ def _scan(
                 continue
             if code[r]:
                 h = _xxh64_one(data, cs, ce)
-                n_out = _push(out, out_rows, n_out, r, h, K_IDENT)
+                n_out = _push(out, n_out, h, K_IDENT)
                 continue
             # Pieces: split where a wide script meets a narrow one, at '=' and at inner
             # punctuation of wide scripts.
@@ -430,17 +490,73 @@ def _scan(
                 cp, ln = _decode(data, p, ce)
                 wide = _cls(cp) == C_WIDE
                 ps = p
+                # Character statistics of a narrow piece, counted as its extent is found while
+                # every byte is ASCII (most pieces); ``plain`` turns False at the first other
+                # character, and the statistics are then counted again below by code point.
+                plain = not wide
+                n_upper = 0
+                n_lower = 0
+                n_digit = 0
+                n_alpha = 0
+                n_chars = 0
+                upper_after_lower = False
+                lead_upper = 0
+                still_lead = True
+                has_us = False
+                has_dot = False
+                has_slash = False
+                prev_lower = False
+                first_cp = -1
+                second_cp = -1
+                third_cp = -1
                 while p < ce:
                     b0 = data[p]
                     if b0 < 0x80 and not wide:
                         if b0 == 61:
                             break
+                        cq = int(b0)
+                        if n_chars < 3:
+                            if n_chars == 0:
+                                first_cp = cq
+                            elif n_chars == 1:
+                                second_cp = cq
+                            else:
+                                third_cp = cq
+                        n_chars += 1
+                        c = _ASCII[cq]
+                        if c == C_LETTER:
+                            n_alpha += 1
+                            if cq <= 90:
+                                n_upper += 1
+                                if prev_lower:
+                                    upper_after_lower = True
+                                if still_lead:
+                                    lead_upper += 1
+                                prev_lower = False
+                            else:
+                                n_lower += 1
+                                prev_lower = True
+                                still_lead = False
+                        elif c == C_DIGIT:
+                            n_digit += 1
+                            prev_lower = False
+                            still_lead = False
+                        else:
+                            still_lead = False
+                            prev_lower = False
+                            if cq == 95:
+                                has_us = True
+                            elif cq == 46:
+                                has_dot = True
+                            elif cq == 47:
+                                has_slash = True
                         p += 1
                         continue
                     cp, ln = _decode(data, p, ce)
                     c = _cls(cp)
                     if cp == 61 or (c == C_WIDE) != wide or (wide and c == C_PUNCT):
                         break
+                    plain = False
                     p += ln
                 pe = p
                 if p < ce and ps == pe:
@@ -461,7 +577,7 @@ def _scan(
                     if idx >= 0 and word_values[idx] >> np.uint64(61) != 0:
                         kind = int(word_values[idx] >> np.uint64(61))
                         # Word-table values are whole fact hashes.
-                        n_out = _push(out, out_rows, n_out, r,
+                        n_out = _push(out, n_out,
                                                      word_values[idx], kind)
                         kind = 0
                     # Negation inside an unsegmented script (Chinese, Japanese, Korean).
@@ -490,23 +606,24 @@ def _scan(
                         scratch[2] = 116
                         use_scratch = 3
                 else:
-                    # Character statistics of the piece.
-                    n_upper = 0
-                    n_lower = 0
-                    n_digit = 0
-                    n_alpha = 0
-                    n_chars = 0
-                    upper_after_lower = False
-                    lead_upper = 0
-                    still_lead = True
-                    has_us = False
-                    has_dot = False
-                    has_slash = False
-                    prev_lower = False
-                    first_cp = -1
-                    second_cp = -1
-                    third_cp = -1
-                    q = ps
+                    # Character statistics of a piece with a non-ASCII character.
+                    q = pe if plain else ps
+                    if not plain:
+                        n_upper = 0
+                        n_lower = 0
+                        n_digit = 0
+                        n_alpha = 0
+                        n_chars = 0
+                        upper_after_lower = False
+                        lead_upper = 0
+                        still_lead = True
+                        has_us = False
+                        has_dot = False
+                        has_slash = False
+                        prev_lower = False
+                        first_cp = -1
+                        second_cp = -1
+                        third_cp = -1
                     while q < pe:
                         cq, lq = _decode(data, q, pe)
                         if n_chars == 0:
@@ -730,7 +847,7 @@ def _scan(
                                 kind = K_NUMBER
                                 is_num = True
                             else:
-                                n_out = _push(out, out_rows, n_out, r, val, vk)
+                                n_out = _push(out, n_out, val, vk)
                                 kind = 0
                         elif title:
                             kind = 0 if (sentence_start or nouns[r]) else K_NAME
@@ -738,7 +855,7 @@ def _scan(
                             # A mention (kind 0) is written too: it lets a name of the other
                             # segment be found here.
                             hm = _xxh64_one(data, ps, we)
-                            n_out = _push(out, out_rows, n_out, r, hm, kind)
+                            n_out = _push(out, n_out, hm, kind)
                             kind = 0
                         if idx < 0:
                             # "don't", "n'est": negation by affix.
@@ -770,12 +887,12 @@ def _scan(
                             for z in range(unit_offsets[u], unit_offsets[u + 1]):
                                 num_buf[w2] = unit_bytes[z]
                                 w2 += 1
-                            n_out = _push(out, out_rows, n_out, r,
+                            n_out = _push(out, n_out,
                                                          _xxh64_one(num_buf, 0, w2), K_NUMBER)
                             attached = True
                             kind = 0
                     if not attached:
-                        n_out = _push(out, out_rows, n_out, r,
+                        n_out = _push(out, n_out,
                                                      _xxh64_one(num_buf, 0, pend_num),
                                                      pend_kind)
                     pend_num = -1
@@ -790,49 +907,53 @@ def _scan(
                         h = _xxh64_one(scratch, 0, use_scratch)
                     else:
                         h = _xxh64_one(data, hash_s, hash_e)
-                    n_out = _push(out, out_rows, n_out, r, h, kind)
+                    n_out = _push(out, n_out, h, kind)
             sentence_start = ends_sentence
         if pend_num >= 0:
-            n_out = _push(out, out_rows, n_out, r,
+            n_out = _push(out, n_out,
                                          _xxh64_one(num_buf, 0, pend_num), pend_kind)
         if title_words >= 3 and title_words > lower_words:
             # Title Case ("Chicago Shooting Shows Gap"): capitals say nothing about names.
             for k in range(row_first, n_out):
                 if out[k] >> np.uint64(61) == np.uint64(K_NAME):
                     out[k] = out[k] & LOW
+        n_out = _sort_unique(out, row_first, n_out)
+        ends[r] = n_out
     return n, n_out
 
 
 def _scan_rows(offsets: np.ndarray, data: np.ndarray, code: np.ndarray, comma: np.ndarray,
                nouns: np.ndarray, tables: tuple[np.ndarray, ...]
                ) -> tuple[np.ndarray, np.ndarray]:
-    """(row of each fact, fact hash), rows ascending, for the rows of ``offsets``: :func:`_scan`
-    called again with grown buffers until every row is read."""
+    """CSR signatures (offsets from 0, values) of the rows of ``offsets``: :func:`_scan`
+    called again with a grown buffer until every row is read."""
     n = offsets.shape[0] - 1
     cap = max(1024, n * 8)
     out = np.empty(cap, dtype=np.uint64)
-    out_rows = np.empty(cap, dtype=np.int64)
+    ends = np.zeros(n + 1, dtype=np.int64)
     work = (np.empty(4096, dtype=np.uint8), np.empty(128, dtype=np.uint8),
             np.empty(128, dtype=np.uint8), np.empty(4096, dtype=np.uint8),
             np.empty(16, dtype=np.uint8))
     row, n_out = 0, 0
     while True:
-        row, n_out = _scan(offsets, data, code, comma, nouns, row, out, out_rows, n_out, *work,
+        # ends[1:] is row r's end at index r + 1: the CSR offsets with a leading 0.
+        row, n_out = _scan(offsets, data, code, comma, nouns, row, out, ends[1:], n_out, *work,
                            *tables)
         if row >= n:
-            return out_rows[:n_out], out[:n_out]
+            return ends, out[:n_out]
         need = n_out + ROW_FACTS_PER_BYTE * min(int(offsets[row + 1] - offsets[row]),
                                                 1_000_000) + 16
         cap = max(2 * cap, need)
         out = np.concatenate([out[:n_out], np.empty(cap - n_out, dtype=np.uint64)])
-        out_rows = np.concatenate([out_rows[:n_out], np.empty(cap - n_out, dtype=np.int64)])
 
 
 def scan(offsets: np.ndarray, data: np.ndarray, code: np.ndarray, comma: np.ndarray,
          nouns: np.ndarray, *tables: np.ndarray, threads: int = 2
          ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_scan` over row blocks in parallel threads (it releases the GIL); blocks are
-    joined in row order, so the result does not depend on the thread count."""
+    """CSR fact signatures ``(offsets, values)`` of the rows of ``offsets``: row ``r`` has the
+    sorted, unique ``values[offsets[r]:offsets[r + 1]]``. :func:`_scan` runs over row blocks
+    in parallel threads (it releases the GIL); blocks are joined in row order, so the result
+    does not depend on the thread count."""
     n = offsets.shape[0] - 1
     blocks = max(1, min(threads * 4, n // 2048))
     if blocks == 1:
@@ -841,12 +962,17 @@ def scan(offsets: np.ndarray, data: np.ndarray, code: np.ndarray, comma: np.ndar
 
     def run(b: int) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = int(bounds[b]), int(bounds[b + 1])
-        rows, hashes = _scan_rows(offsets[lo : hi + 1], data, code[lo:hi], comma[lo:hi],
-                                  nouns[lo:hi], tables)
-        return rows + lo, hashes
+        return _scan_rows(offsets[lo : hi + 1], data, code[lo:hi], comma[lo:hi], nouns[lo:hi],
+                          tables)
 
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
         parts = list(pool.map(run, range(blocks)))
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    ends = np.empty(n + 1, dtype=np.int64)
+    ends[0] = 0
+    base = 0
+    for b, (part_ends, values) in enumerate(parts):
+        ends[bounds[b] + 1 : bounds[b + 1] + 1] = part_ends[1:] + base
+        base += values.shape[0]
+    return ends, np.concatenate([p[1] for p in parts])

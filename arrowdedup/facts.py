@@ -296,13 +296,16 @@ def _tables() -> tuple[np.ndarray, ...]:
     neg = [w.encode() for w in _CJK_NEGATIONS]
     neg_offsets = np.cumsum([0] + [len(x) for x in neg]).astype(np.int64)
     neg_bytes = np.frombuffer(b"".join(neg), dtype=np.uint8).copy()
-    # (byte length, first byte, last byte) of every lower-case form: the scanner's cheap
-    # first test before it hashes a word.
-    word_filter = np.zeros((48, 256, 256), dtype=np.bool_)
+    # The scanner's cheap tests before it hashes a word, on every lower-case form: bit 1 marks
+    # its (byte length, first byte, last byte), bit 2 its (byte length, second byte, last but
+    # one byte).
+    word_filter = np.zeros((48, 256, 256), dtype=np.uint8)
     for form in [*_NUMBER_WORDS, *_NEGATIONS, *POLAR_WORDS, *DATE_WORDS]:
         raw = form.encode()
         if len(raw) < word_filter.shape[0]:
-            word_filter[len(raw), raw[0], raw[-1]] = True
+            word_filter[len(raw), raw[0], raw[-1]] |= 1
+            if len(raw) >= 2:
+                word_filter[len(raw), raw[1], raw[-2]] |= 2
     return (keys, values, unit_keys, unit_index, unit_offsets, unit_bytes, neg_bytes,
             neg_offsets, word_filter)
 
@@ -362,10 +365,9 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     offsets, data = _buffers(text.cast(pl.String).to_arrow())
     scanner = _scanner(int(offsets[-1] - offsets[0]))
     with interpreted.quiet():
-        rows, hashes = scanner.scan(offsets, data, code, comma, nouns, *_tables())
-        # The scan writes rows in ascending order.
-        return _guard(hashes.shape[0])._sorted_unique_rows(  # type: ignore[no-any-return]
-            rows, hashes, n)
+        # The scanner sorts and uniques each row's facts as it ends the row.
+        return scanner.scan(  # type: ignore[no-any-return]
+            offsets, data, code, comma, nouns, *_tables())
 
 
 def conflict_reasons(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray,

@@ -1,0 +1,71 @@
+"""The fact signatures of real text, pinned (issue 12: the rules are the product, so making
+the scanner faster must not change a bit). The digests were computed with the scanner as it
+was before it was rewritten for speed (main at 327a951: a pass for quoted spans, then a row
+array sorted afterwards); the jitted scanner, and its interpreted twin on part of the sample,
+must still give them. They change only if the rules change on purpose, or if the shared
+corpus does."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import xxhash
+from conftest import SHARED_DATA, need
+
+from arrowdedup import facts as F
+from arrowdedup import interpreted
+from arrowdedup.hashing import _buffers
+
+CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
+PER_LANGUAGE = 60  # paragraphs from the start of each language's folder
+TYPES = ["paragraph", "paragraph", "code", "heading", None, "page_furniture"]
+# (texts, both digests): with segment types and languages, and with neither.
+EXPECTED = (638, "6e78275710343c6c", "5ab83855b4418693")
+
+
+def corpus_sample() -> tuple[list[str], list[str]]:
+    """Paragraphs of every language of the shared corpus, and each one's language tag."""
+    texts: list[str] = []
+    langs: list[str] = []
+    for folder in sorted(p for p in need(CONTENT).iterdir() if p.is_dir()):
+        paras: list[str] = []
+        for path in sorted(folder.rglob("*.md")):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            paras += [p.strip() for p in text.split("\n\n") if p.strip()]
+            if len(paras) >= PER_LANGUAGE:
+                break
+        texts += paras[:PER_LANGUAGE]
+        langs += [folder.name] * len(paras[:PER_LANGUAGE])
+    return texts, langs
+
+
+def digest(offsets: np.ndarray, values: np.ndarray) -> str:
+    return xxhash.xxh64(offsets.astype("<i8").tobytes() + values.astype("<u8").tobytes()
+                        ).hexdigest()
+
+
+def test_signatures_of_real_text_are_as_before() -> None:
+    texts, langs = corpus_sample()
+    text = pl.Series(texts, dtype=pl.String)
+    types = pl.Series([TYPES[i % len(TYPES)] for i in range(len(texts))], dtype=pl.String)
+    typed = F.signature_arrays(text, segment_type=types, language=pl.Series(langs))
+    plain = F.signature_arrays(text)
+    assert (len(texts), digest(*typed), digest(*plain)) == EXPECTED
+
+
+def test_the_twin_gives_the_same_signatures_of_real_text() -> None:
+    texts, langs = corpus_sample()
+    picked = [i for i in range(len(texts)) if i % 6 == 0]  # every language, a sixth of each
+    text = pl.Series([texts[i] for i in picked], dtype=pl.String)
+    comma, nouns = F._language_flags(pl.Series([langs[i] for i in picked]), len(picked))
+    code = np.array([TYPES[i % len(TYPES)] == "code" for i in picked], dtype=bool)
+    offsets, data = _buffers(text.to_arrow())
+    from arrowdedup import fact_scan
+
+    expected = fact_scan.scan(offsets, data, code, comma, nouns, *F._tables())
+    with interpreted.quiet():
+        got = interpreted.twin("arrowdedup.fact_scan").scan(offsets, data, code, comma, nouns,
+                                                            *F._tables())
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+    assert expected[1].size > 100  # the sample does state facts
