@@ -160,8 +160,8 @@ def test_the_store_imports_neither_ingest_nor_retrieval() -> None:
 
 
 def _gathered(tables: list[pa.Table], bucket: int, buckets: int) -> pa.Table | None:
-    """A bucket's rows as a Polars gather from each whole table gives them (the reads before
-    the IPC files were read with preadv and Parquet split while read)."""
+    """A bucket's rows as a Polars gather from each whole table gives them (the read before
+    the embeddings of IPC files were read with preadv)."""
     from arrowdedup.job import _bucket_ids
 
     parts = []
@@ -176,10 +176,9 @@ def _gathered(tables: list[pa.Table], bucket: int, buckets: int) -> pa.Table | N
 
 def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path) -> None:
     """IPC files (several record batches, uncompressed or compressed, float32 and float64
-    lists) and Parquet files (several slices) give each bucket the same table as a gather
-    from the whole input: same values, types and chunks."""
+    lists) give each bucket the same table as a gather from the whole input: same values,
+    types and chunks."""
     import pyarrow.ipc as pa_ipc
-    import pyarrow.parquet as pq
 
     from arrowdedup import job
 
@@ -202,21 +201,3 @@ def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path) -> None:
             assert got is not None and want is not None
             assert got.schema.equals(want.schema) and got.equals(want), (compression, b)
             assert [c.num_chunks for c in got.columns] == [c.num_chunks for c in want.columns]
-    paths = []
-    for i, part in enumerate((table.slice(0, 700), table.slice(700))):
-        paths.append(tmp_path / f"in-{i}.parquet")
-        pq.write_table(part, paths[-1], row_group_size=100)
-    whole = [pl.read_parquet(p).to_arrow() for p in paths]
-    old_batch = job.PARTITION_BATCH
-    job.PARTITION_BATCH = 256  # several slices per file
-    try:
-        split = job._split_parquet(paths, buckets)
-    finally:
-        job.PARTITION_BATCH = old_batch
-    assert split.total_rows == table.num_rows
-    for b in range(buckets):
-        got, want = split.read(b), _gathered(whole, b, buckets)
-        assert got is not None and want is not None
-        assert got.schema.equals(want.schema) and got.equals(want), b
-        assert [c.num_chunks for c in got.columns] == [c.num_chunks for c in want.columns]
-    assert split.empty().schema.equals(whole[0].schema)
