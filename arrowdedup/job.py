@@ -310,7 +310,8 @@ def _gather_mapped(path: str, table: pa.Table, rows: np.ndarray, base: int,
     (~6x faster than pyarrow's take, without combining them into one copy of the file).
     """
     direct = {}
-    for name in table.column_names:
+    # os.preadv is POSIX (Linux, macOS 11+, BSD); elsewhere every column goes through Polars.
+    for name in table.column_names if hasattr(os, "preadv") else ():
         spans = _fixed_rows(table.column(name), base, size)
         if spans is not None:
             direct[name] = spans
