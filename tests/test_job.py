@@ -157,3 +157,47 @@ def test_the_store_imports_neither_ingest_nor_retrieval() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def _gathered(tables: list[pa.Table], bucket: int, buckets: int) -> pa.Table | None:
+    """A bucket's rows as a Polars gather from each whole table gives them (the read before
+    the embeddings of IPC files were read with preadv)."""
+    from arrowdedup.job import _bucket_ids
+
+    parts = []
+    for table in tables:
+        rows = np.flatnonzero(_bucket_ids(table, buckets) == bucket)
+        if rows.size:
+            frame = pl.from_arrow(table, rechunk=False)
+            assert isinstance(frame, pl.DataFrame)
+            parts.append(frame[rows].to_arrow())
+    return (pa.concat_tables(parts) if len(parts) > 1 else parts[0]) if parts else None
+
+
+def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path) -> None:
+    """IPC files (several record batches, uncompressed or compressed, float32 and float64
+    lists) give each bucket the same table as a gather from the whole input: same values,
+    types and chunks."""
+    import pyarrow.ipc as pa_ipc
+
+    from arrowdedup import job
+
+    frame = corpus(docs=40, per_doc=30)
+    table = frame.to_arrow()
+    emb = frame.get_column("embedding").to_numpy().astype(np.float64)
+    table = table.append_column("wide", pa.FixedSizeListArray.from_arrays(
+        pa.array(emb.reshape(-1)), emb.shape[1]))
+    buckets = 5
+    for compression in (None, "lz4"):
+        path = tmp_path / f"in-{compression}.arrow"
+        with pa_ipc.new_file(path, table.schema, options=pa_ipc.IpcWriteOptions(
+                compression=compression)) as writer:
+            for batch in table.to_batches(max_chunksize=333):
+                writer.write_batch(batch)
+        mapped = job._mapped(str(path))
+        source = job.BucketSource((str(path),), buckets, False, table.num_rows)
+        for b in range(buckets):
+            got, want = source.read(b), _gathered([mapped], b, buckets)
+            assert got is not None and want is not None
+            assert got.schema.equals(want.schema) and got.equals(want), (compression, b)
+            assert [c.num_chunks for c in got.columns] == [c.num_chunks for c in want.columns]
