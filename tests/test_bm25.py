@@ -20,11 +20,12 @@ from arrowdedup.retrieval.tokens import lowercase, tokenize, tokens_of
 
 def jit_tokens(texts: list[str | None]) -> list[list[str]]:
     lowered = lowercase(pl.Series(texts, dtype=pl.String))
-    rows, starts, ends, _, data = jit.scan(lowered.to_arrow())
-    words = jit.spans_to_strings(data, starts, ends).to_pylist()
+    ids, rows, vocab = jit.scan(lowered.to_arrow())
+    words = vocab.to_pylist()
+    assert len(set(words)) == len(words)  # one id per distinct token
     out: list[list[str]] = [[] for _ in texts]
-    for r, w in zip(rows.tolist(), words, strict=True):
-        out[r].append(w)
+    for r, i in zip(rows.tolist(), ids.tolist(), strict=True):
+        out[r].append(words[i])
     return out
 
 

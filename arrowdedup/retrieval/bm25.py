@@ -64,10 +64,8 @@ def bucket_tokens(texts: pl.Series) -> BucketTokens:
     if n >= JIT_MIN_TEXTS:
         from . import _tokens_jit as jit
 
-        rows, starts, ends, hashes, data = jit.scan(lowered.to_arrow())
-        ids, first = jit.dense_ids(hashes)
-        vocab = jit.spans_to_strings(data, starts[first], ends[first])
-        return BucketTokens(ids, rows.astype(np.int32), vocab, n)
+        ids, rows, vocab = jit.scan(lowered.to_arrow())
+        return BucketTokens(ids, rows, vocab, n)
     per_row = [tokens_of(t) for t in lowered.to_list()]
     flat = [t for toks in per_row for t in toks]
     index: dict[str, int] = {}
