@@ -85,7 +85,7 @@ def _is_stop(stop: np.ndarray, h: np.uint64, length: int) -> bool:
 
 
 @numba.njit(inline="always")
-def _slot(h: np.uint64, mask: int) -> int:
+def _slot(h: np.uint64, mask: int) -> np.int64:
     return np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
 
 
@@ -340,7 +340,13 @@ def postings(tokens: np.ndarray, rows: np.ndarray, n_vocab: int
 def bm25_scores(indptr: np.ndarray, doc_rows: np.ndarray, tf: np.ndarray,
                 doc_len: np.ndarray, avg: float, n_docs: int, k1: float, b: float
                 ) -> np.ndarray:
-    """The Lucene BM25 score of every posting, in float64 then float32 (as the NumPy path)."""
+    """The Lucene BM25 score of every posting, in float64 then float32 (as the NumPy path).
+
+    The length norm of each document is computed once (the same expression per document,
+    so the same bits as per posting), then each column's scores in one pass."""
+    norm = np.empty(doc_len.shape[0], np.float64)
+    for d in range(doc_len.shape[0]):
+        norm[d] = k1 * ((1.0 - b) + b * doc_len[d] / avg)
     out = np.empty(doc_rows.shape[0], np.float32)
     for v in range(indptr.shape[0] - 1):
         lo, hi = indptr[v], indptr[v + 1]
@@ -348,8 +354,7 @@ def bm25_scores(indptr: np.ndarray, doc_rows: np.ndarray, tf: np.ndarray,
         idf = np.float32(np.log1p((n_docs - df + 0.5) / (df + 0.5)))
         for j in range(lo, hi):
             t = np.float64(tf[j])
-            norm = k1 * ((1.0 - b) + b * doc_len[doc_rows[j]] / avg)
-            out[j] = idf * np.float32(t / (norm + t))
+            out[j] = idf * np.float32(t / (norm[doc_rows[j]] + t))
     return out
 
 
