@@ -159,7 +159,7 @@ def test_scores_equal_a_reference_by_hand_exactly(tmp_path: Path, monkeypatch, j
     # same bytes, and their scores equal the formula computed by hand, bit for bit.
     monkeypatch.setattr(bm25_module, "JIT_MIN_TEXTS", 1 if jit else 10**9)
     monkeypatch.setattr(bm25_module, "JIT_MIN_POSTINGS", 1 if jit else 10**9)
-    texts = corpus(700, seed=5) + ["v3.5 --flag x_y config.yaml 10.0.0.1", "", "the a"]
+    texts = [*corpus(700, seed=5), "v3.5 --flag x_y config.yaml 10.0.0.1", "", "the a"]
     path = _build(texts, tmp_path / "index", splits=(100, 350))
     index = Bm25Index(path)
     for query in ["alpha beta", "3.5 v3.6", "flag x_y", "gamma gamma delta", "日本 zeta",
