@@ -20,11 +20,12 @@ from arrowdedup.retrieval.tokens import lowercase, tokenize, tokens_of
 
 def jit_tokens(texts: list[str | None]) -> list[list[str]]:
     lowered = lowercase(pl.Series(texts, dtype=pl.String))
-    rows, starts, ends, _, data = jit.scan(lowered.to_arrow())
-    words = jit.spans_to_strings(data, starts, ends).to_pylist()
+    ids, rows, vocab = jit.scan(lowered.to_arrow())
+    words = vocab.to_pylist()
+    assert len(set(words)) == len(words)  # one id per distinct token
     out: list[list[str]] = [[] for _ in texts]
-    for r, w in zip(rows.tolist(), words, strict=True):
-        out[r].append(w)
+    for r, i in zip(rows.tolist(), ids.tolist(), strict=True):
+        out[r].append(words[i])
     return out
 
 
@@ -125,3 +126,54 @@ def test_no_token_no_index(tmp_path: Path) -> None:
     builder.add(builder.encode(pl.DataFrame({"text": ["a", "the", ""]})), 3)
     assert builder.finish(tmp_path) is None
     assert load_bm25(tmp_path) is None
+
+
+def _reference_scores(texts: list[str], query: str) -> np.ndarray:
+    """BM25 (Lucene variant, bm25s' defaults) by hand, one document at a time, in the float
+    steps the index promises: idf and the tf part in float64, each cast to float32, their
+    float32 product summed in float64 over the query's tokens."""
+    docs = tokenize(texts).to_list()
+    n = len(docs)
+    avg = sum(len(d) for d in docs) / n
+    avg = avg if avg > 0 else 1.0
+    df: dict[str, int] = {}
+    for d in docs:
+        for t in set(d):
+            df[t] = df.get(t, 0) + 1
+    out = np.zeros(n, np.float64)
+    for t in tokenize([query]).to_list()[0]:
+        if t not in df:
+            continue
+        idf = np.float32(np.log1p((n - df[t] + 0.5) / (df[t] + 0.5)))
+        for i, d in enumerate(docs):
+            tf = d.count(t)
+            if tf:
+                norm = 1.5 * ((1.0 - 0.75) + 0.75 * len(d) / avg)
+                out[i] += np.float64(idf * np.float32(tf / (norm + tf)))
+    return out.astype(np.float32)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_scores_equal_a_reference_by_hand_exactly(tmp_path: Path, monkeypatch, jit) -> None:
+    # Both build paths (NumPy for small indexes, Numba from JIT_MIN_POSTINGS on) write the
+    # same bytes, and their scores equal the formula computed by hand, bit for bit.
+    monkeypatch.setattr(bm25_module, "JIT_MIN_TEXTS", 1 if jit else 10**9)
+    monkeypatch.setattr(bm25_module, "JIT_MIN_POSTINGS", 1 if jit else 10**9)
+    texts = [*corpus(700, seed=5), "v3.5 --flag x_y config.yaml 10.0.0.1", "", "the a"]
+    path = _build(texts, tmp_path / "index", splits=(100, 350))
+    index = Bm25Index(path)
+    for query in ["alpha beta", "3.5 v3.6", "flag x_y", "gamma gamma delta", "日本 zeta",
+                  "config yaml 10.0.0.1"]:
+        np.testing.assert_array_equal(index.scores(query), _reference_scores(texts, query))
+
+
+def test_numba_and_numpy_builds_write_identical_files(tmp_path: Path, monkeypatch) -> None:
+    texts = corpus(1500, seed=7)
+    monkeypatch.setattr(bm25_module, "JIT_MIN_TEXTS", 10**9)
+    monkeypatch.setattr(bm25_module, "JIT_MIN_POSTINGS", 10**9)
+    small = _build(texts, tmp_path / "numpy", splits=(10, 900))
+    monkeypatch.setattr(bm25_module, "JIT_MIN_TEXTS", 1)
+    monkeypatch.setattr(bm25_module, "JIT_MIN_POSTINGS", 1)
+    large = _build(texts, tmp_path / "numba", splits=(10, 900))
+    for name in sorted(p.name for p in small.iterdir()):
+        assert (small / name).read_bytes() == (large / name).read_bytes(), name

@@ -1,9 +1,12 @@
 """The Numba twin of :func:`arrowdedup.retrieval.tokens.tokens_of`, over a whole Arrow column.
 
-It walks the offsets and UTF-8 bytes of a lower-cased ``large_string`` array once to count
-the tokens and once to record them: for each token its row, its byte span and its XXH64 (the
-same hash as :mod:`arrowdedup.hashing`). A test asserts the spans spell exactly the tokens
-of the Python implementation. Imported only by index builds of ``JIT_MIN_TEXTS`` texts or more.
+It walks the offsets and UTF-8 bytes of a lower-cased ``large_string`` array once and turns
+every token straight into a bucket-local id: a hash table keyed on the token's XXH64 (the same
+hash as :mod:`arrowdedup.hashing`, inlined), each hit confirmed on the bytes, gives ids in
+order of first appearance; only the first occurrence of each token is kept as a byte span,
+which becomes the vocabulary. No per-token strings, spans or hashes are materialised. A test
+asserts the vocabulary spells exactly the tokens of the Python implementation. Imported only
+by index builds of ``JIT_MIN_TEXTS`` texts or more.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from .._hashing_jit import _xxh64_one
+from .._hashing_jit import xxh64_inline
 from ..hashing import _buffers, xxh64
 from .tokens import STOPWORDS
 
@@ -82,29 +85,70 @@ def _is_stop(stop: np.ndarray, h: np.uint64, length: int) -> bool:
 
 
 @numba.njit(inline="always")
-def _put(fill: bool, k: int, r: int, s: int, e: int, h: np.uint64, rows: np.ndarray,
-         starts: np.ndarray, ends: np.ndarray, hashes: np.ndarray) -> int:
-    if fill:
+def _slot(h: np.uint64, mask: int) -> np.int64:
+    return np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+
+
+@numba.njit(inline="always")
+def _same(data: np.ndarray, a: int, b: int, length: int) -> bool:
+    for q in range(length):
+        if data[a + q] != data[b + q]:
+            return False
+    return True
+
+
+@numba.njit(inline="always")
+def _put(data: np.ndarray, k: int, r: int, s: int, e: int, h: np.uint64, stop: np.ndarray,
+         ids: np.ndarray, rows: np.ndarray, table: np.ndarray, keys: np.ndarray,
+         ent: np.ndarray, ne: int, m: int) -> tuple[int, int, int]:
+    """Record the token ``data[s:e]`` (hash ``h``) of row ``r`` as occurrence ``k`` unless
+    it is a stop word. ``table`` (open addressing on the hash, at most half full: the caller
+    grows it) maps each distinct token seen to its entry: its first byte span and its id in
+    the bucket's vocabulary (ids in first-seen order), or -1 for a stop word, so each
+    distinct token is looked up in the stop words once. Equal hashes are confirmed on the
+    bytes, so ids are exact."""
+    mask = table.shape[0] - 1
+    slot = _slot(h, mask)
+    length = e - s
+    while True:
+        x = table[slot]
+        if x < 0:
+            table[slot] = ne
+            keys[slot] = h
+            ent[ne, 0] = s
+            ent[ne, 1] = e
+            if _is_stop(stop, h, length):
+                ent[ne, 2] = -1
+            else:
+                ent[ne, 2] = m
+                m += 1
+            x = ne
+            ne += 1
+            break
+        if keys[slot] == h and ent[x, 1] - ent[x, 0] == length \
+                and _same(data, ent[x, 0], s, length):
+            break
+        slot = (slot + 1) & mask
+    v = ent[x, 2]
+    if v >= 0:
+        ids[k] = v
         rows[k] = r
-        starts[k] = s
-        ends[k] = e
-        hashes[k] = h
-    return k + 1
+        k += 1
+    return k, ne, m
 
 
 @numba.njit(inline="always")
 def _emit(data: np.ndarray, r: int, s: int, cs: int, e: int, compound: bool, has_dot: bool,
-          stop: np.ndarray, fill: bool, k: int, rows: np.ndarray, starts: np.ndarray,
-          ends: np.ndarray, hashes: np.ndarray) -> int:
+          stop: np.ndarray, k: int, ids: np.ndarray, rows: np.ndarray, table: np.ndarray,
+          keys: np.ndarray, ent: np.ndarray, ne: int, m: int) -> tuple[int, int, int]:
     """Emit the token ``data[s:e]`` (``cs``: after its dash prefix; ``compound``: it has a
     prefix, a joiner or an ``_``), then its parts and its ``v`` variant."""
     b0 = np.int64(data[s])
     if not (e - s == 1 and ((97 <= b0 <= 122) or b0 == 95)):
-        h = _xxh64_one(data, s, e)
-        if not _is_stop(stop, h, e - s):
-            k = _put(fill, k, r, s, e, h, rows, starts, ends, hashes)
+        k, ne, m = _put(data, k, r, s, e, xxh64_inline(data, s, e), stop, ids, rows, table,
+                        keys, ent, ne, m)
     if not compound:
-        return k
+        return k, ne, m
     ps = cs
     for j in range(cs, e + 1):
         if j == e or _is_joiner(np.int64(data[j])) or data[j] == 95:
@@ -116,28 +160,63 @@ def _emit(data: np.ndarray, r: int, s: int, cs: int, e: int, compound: bool, has
                         digits = False
                         break
                 if not single and not digits:
-                    h = _xxh64_one(data, ps, j)
-                    if not _is_stop(stop, h, j - ps):
-                        k = _put(fill, k, r, ps, j, h, rows, starts, ends, hashes)
+                    k, ne, m = _put(data, k, r, ps, j, xxh64_inline(data, ps, j), stop, ids,
+                                    rows, table, keys, ent, ne, m)
             ps = j + 1
     if e - cs > 2 and data[cs] == 118 and 48 <= data[cs + 1] <= 57 and has_dot:
-        k = _put(fill, k, r, cs + 1, e, _xxh64_one(data, cs + 1, e), rows, starts, ends,
-                 hashes)
-    return k
+        k, ne, m = _put(data, k, r, cs + 1, e, xxh64_inline(data, cs + 1, e), stop, ids, rows,
+                        table, keys, ent, ne, m)
+    return k, ne, m
 
 
 @numba.njit(nogil=True, cache=True)
-def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, fill: bool,
-          rows: np.ndarray, starts: np.ndarray, ends: np.ndarray, hashes: np.ndarray) -> int:
+def _grow(table: np.ndarray, keys: np.ndarray, ent: np.ndarray, ne: int, need: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The table re-made with room for ``need`` entries at most half load."""
+    cap = table.shape[0]
+    while cap < 2 * need:
+        cap *= 2
+    new_table = np.full(cap, -1, np.int32)
+    new_keys = np.zeros(cap, np.uint64)
+    mask = cap - 1
+    for j in range(table.shape[0]):
+        if table[j] >= 0:
+            slot = _slot(keys[j], mask)
+            while new_table[slot] >= 0:
+                slot = (slot + 1) & mask
+            new_table[slot] = table[j]
+            new_keys[slot] = keys[j]
+    new_ent = np.empty((cap // 2, 3), np.int64)
+    new_ent[:ne] = ent[:ne]
+    return new_table, new_keys, new_ent
+
+
+@numba.njit(nogil=True, cache=True)
+def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, ids: np.ndarray,
+          rows: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """Tokenize every row; fills ``ids`` and ``rows`` (one entry per token occurrence) and
+    returns the occurrence count and the first byte span (start, end) of each id."""
+    cap = 1 << 12
+    table = np.full(cap, -1, np.int32)
+    keys = np.zeros(cap, np.uint64)
+    ent = np.empty((cap // 2, 3), np.int64)
     k = 0
+    ne = 0
+    m = 0
     for r in range(offsets.shape[0] - 1):
         i = offsets[r]
         end = offsets[r + 1]
+        # A row of b bytes has at most b tokens: room for as many new entries, at half load.
+        if 2 * (ne + (end - i)) > table.shape[0]:
+            table, keys, ent = _grow(table, keys, ent, ne, ne + (end - i))
         while i < end:
             b = data[i]
-            # ASCII word bytes first: the common case, without decoding.
-            if (97 <= b <= 122) or (48 <= b <= 57) or b == 95:
-                c, w = _WORD, 1
+            # ASCII bytes by table, without decoding: separators skipped at once.
+            if b < 0x80:
+                c, w = _ASCII[b], 1
+                if c == _SEP:
+                    i += 1
+                    continue
             else:
                 c, w = _cls(data, i, end)
             start = i
@@ -174,6 +253,8 @@ def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, fill: bool,
                     break
                 i += w
             while i < end:
+                if data[i] < 0x80 and not _is_joiner(np.int64(data[i])):
+                    break  # an ASCII word byte cannot follow a word: a separator
                 c, w = _cls(data, i, end)
                 if c != _JOINER or i + w >= end:
                     break
@@ -196,54 +277,12 @@ def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, fill: bool,
                     if c != _WORD:
                         break
                     i += w
-            k = _emit(data, r, start, core, i, compound, has_dot, stop, fill, k, rows,
-                      starts, ends, hashes)
-    return k
+            k, ne, m = _emit(data, r, start, core, i, compound, has_dot, stop, k, ids, rows,
+                             table, keys, ent, ne, m)
+    words = ent[:ne][ent[:ne, 2] >= 0]  # entries in first-seen order: ids 0, 1, ...
+    return k, words[:, 0].copy(), words[:, 1].copy()
 
 
-@numba.njit(nogil=True, cache=True)
-def dense_ids(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Dense int32 ids of uint64 keys in order of first appearance, and the index of each
-    id's first appearance (an open-addressing table that doubles at half load)."""
-    n = hashes.shape[0]
-    cap = 1 << 10
-    keys = np.zeros(cap, np.uint64)
-    vals = np.full(cap, -1, np.int64)
-    ids = np.empty(n, np.int32)
-    first = np.empty(n, np.int64)
-    m = 0
-    for t in range(n):
-        h = hashes[t]
-        mask = cap - 1
-        slot = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
-        while True:
-            v = vals[slot]
-            if v < 0:
-                vals[slot] = m
-                keys[slot] = h
-                ids[t] = m
-                first[m] = t
-                m += 1
-                break
-            if keys[slot] == h:
-                ids[t] = v
-                break
-            slot = (slot + 1) & mask
-        if 2 * m > cap:  # grow: re-insert every key into a table twice the size
-            old_keys, old_vals = keys, vals
-            cap *= 2
-            mask = cap - 1
-            keys = np.zeros(cap, np.uint64)
-            vals = np.full(cap, -1, np.int64)
-            for j in range(old_vals.shape[0]):
-                if old_vals[j] >= 0:
-                    kk = old_keys[j]
-                    s2 = np.int64((kk ^ (kk >> np.uint64(31))) & np.uint64(mask))
-                    while vals[s2] >= 0:
-                        s2 = (s2 + 1) & mask
-                    vals[s2] = old_vals[j]
-                    keys[s2] = kk
-    return ids, first[:m]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -301,7 +340,13 @@ def postings(tokens: np.ndarray, rows: np.ndarray, n_vocab: int
 def bm25_scores(indptr: np.ndarray, doc_rows: np.ndarray, tf: np.ndarray,
                 doc_len: np.ndarray, avg: float, n_docs: int, k1: float, b: float
                 ) -> np.ndarray:
-    """The Lucene BM25 score of every posting, in float64 then float32 (as the NumPy path)."""
+    """The Lucene BM25 score of every posting, in float64 then float32 (as the NumPy path).
+
+    The length norm of each document is computed once (the same expression per document,
+    so the same bits as per posting), then each column's scores in one pass."""
+    norm = np.empty(doc_len.shape[0], np.float64)
+    for d in range(doc_len.shape[0]):
+        norm[d] = k1 * ((1.0 - b) + b * doc_len[d] / avg)
     out = np.empty(doc_rows.shape[0], np.float32)
     for v in range(indptr.shape[0] - 1):
         lo, hi = indptr[v], indptr[v + 1]
@@ -309,8 +354,7 @@ def bm25_scores(indptr: np.ndarray, doc_rows: np.ndarray, tf: np.ndarray,
         idf = np.float32(np.log1p((n_docs - df + 0.5) / (df + 0.5)))
         for j in range(lo, hi):
             t = np.float64(tf[j])
-            norm = k1 * ((1.0 - b) + b * doc_len[doc_rows[j]] / avg)
-            out[j] = idf * np.float32(t / (norm + t))
+            out[j] = idf * np.float32(t / (norm[doc_rows[j]] + t))
     return out
 
 
@@ -324,22 +368,20 @@ def stop_hashes() -> np.ndarray:
     return _STOP
 
 
-def scan(lowered: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                       np.ndarray, np.ndarray]:
-    """(rows, starts, ends, hashes, data) of every token of a lower-cased string column.
+def scan(lowered: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    """(ids, rows, vocabulary) of a lower-cased string column: for every token occurrence in
+    text order its id (int32) and row (int32), and the vocabulary (``large_string``, ids in
+    order of first appearance).
 
     One pass: a text of b bytes has at most b tokens (each token, part and ``v`` variant
     covers bytes no other token of its kind does), so arrays of that length are reserved
     (virtual memory: only the pages written are touched) and trimmed."""
     offsets, data = _buffers(lowered)
-    stop = stop_hashes()
     cap = int(offsets[-1] - offsets[0]) + 1
-    rows = np.empty(cap, np.int64)
-    starts = np.empty(cap, np.int64)
-    ends = np.empty(cap, np.int64)
-    hashes = np.empty(cap, np.uint64)
-    n = _scan(offsets, data, stop, True, rows, starts, ends, hashes)
-    return rows[:n].copy(), starts[:n].copy(), ends[:n].copy(), hashes[:n].copy(), data
+    ids = np.empty(cap, np.int32)
+    rows = np.empty(cap, np.int32)
+    n, first_s, first_e = _scan(offsets, data, stop_hashes(), ids, rows)
+    return ids[:n].copy(), rows[:n].copy(), spans_to_strings(data, first_s, first_e)
 
 
 def spans_to_strings(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:

@@ -43,6 +43,8 @@ FILES = {"data": "data.csc.index.npy", "indices": "indices.csc.index.npy",
          "indptr": "indptr.csc.index.npy", "vocab": "vocab.index.json",
          "params": "params.index.json"}
 RAW_FILES = {"tf": "tf.csc.index.npy", "doc_len": "doc_len.index.npy"}
+# From this many token occurrences (postings) on, postings and scores come from Numba.
+JIT_MIN_POSTINGS = 50_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,10 +66,8 @@ def bucket_tokens(texts: pl.Series) -> BucketTokens:
     if n >= JIT_MIN_TEXTS:
         from . import _tokens_jit as jit
 
-        rows, starts, ends, hashes, data = jit.scan(lowered.to_arrow())
-        ids, first = jit.dense_ids(hashes)
-        vocab = jit.spans_to_strings(data, starts[first], ends[first])
-        return BucketTokens(ids, rows.astype(np.int32), vocab, n)
+        ids, rows, vocab = jit.scan(lowered.to_arrow())
+        return BucketTokens(ids, rows, vocab, n)
     per_row = [tokens_of(t) for t in lowered.to_list()]
     flat = [t for toks in per_row for t in toks]
     index: dict[str, int] = {}
@@ -79,7 +79,7 @@ def bucket_tokens(texts: pl.Series) -> BucketTokens:
 
 def _postings(ids: np.ndarray, rows: np.ndarray, n_vocab: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if ids.shape[0] >= 50_000:
+    if ids.shape[0] >= JIT_MIN_POSTINGS:
         from ._tokens_jit import postings
 
         return postings(ids, rows, n_vocab)  # type: ignore[no-any-return]
@@ -138,14 +138,14 @@ class Bm25Builder:
         gid = mapped.sort("part", "local").get_column("gid").to_numpy()
         starts = np.concatenate([[0], np.cumsum([len(p.vocab) for p in parts])])
         ids = np.concatenate([gid[starts[i]:starts[i + 1]][p.ids]
-                              for i, p in enumerate(parts)]).astype(np.int32)
-        rows = np.concatenate([p.rows for p in parts]).astype(np.int32)
+                              for i, p in enumerate(parts)]).astype(np.int32, copy=False)
+        rows = np.concatenate([p.rows for p in parts]).astype(np.int32, copy=False)
         n_vocab = vocab.len()
         indptr, doc_rows, tf = _postings(ids, rows, n_vocab)
         doc_len = np.bincount(rows, minlength=n_docs).astype(np.float64)
         avg = float(doc_len.mean()) if n_docs else 0.0
         avg = avg if avg > 0 else 1.0
-        if doc_rows.shape[0] >= 50_000:
+        if doc_rows.shape[0] >= JIT_MIN_POSTINGS:
             from ._tokens_jit import bm25_scores
 
             data = bm25_scores(indptr, doc_rows, tf, doc_len, avg, n_docs, K1, B)
@@ -158,16 +158,17 @@ class Bm25Builder:
             data = np.repeat(idf, np.diff(indptr)) * tfc
         out = Path(version_dir) / BM25_DIR
         out.mkdir(parents=True, exist_ok=True)
-        np.save(out / FILES["data"], data.astype(np.float32))
-        np.save(out / FILES["indices"], doc_rows.astype(np.int32))
-        np.save(out / FILES["indptr"], indptr.astype(np.int64))
+        # np.asarray: no copy when the dtype already matches (the usual case).
+        np.save(out / FILES["data"], np.asarray(data, np.float32))
+        np.save(out / FILES["indices"], np.asarray(doc_rows, np.int32))
+        np.save(out / FILES["indptr"], np.asarray(indptr, np.int64))
         words = vocab.to_list()
         (out / FILES["vocab"]).write_text(
             json.dumps(dict(zip(words, range(n_vocab), strict=True)), ensure_ascii=False),
             encoding="utf-8")
         # The raw statistics too, so a store with deltas can merge its layers' BM25 at query
         # time (retrieval.bm25_layers) without re-tokenizing them.
-        np.save(out / RAW_FILES["tf"], tf.astype(np.int32))
+        np.save(out / RAW_FILES["tf"], np.asarray(tf, np.int32))
         np.save(out / RAW_FILES["doc_len"], doc_len.astype(np.int32))
         (out / FILES["params"]).write_text(
             json.dumps({**PARAMS, "num_docs": n_docs, "version": "arrowdedup"}, indent=4),
