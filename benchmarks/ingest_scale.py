@@ -4,8 +4,9 @@ What is measured, every side the same way (median of ``REPEATS`` runs, min and m
 
 - **file → store** (``ingest_to_store``, the one job path) from an Arrow IPC file and from a
   Parquet file, against an **I/O floor measured in the same run** on the same file: read it
-  once (Arrow IPC: ``read_all`` of the memory-mapped file; Parquet: the faster of Polars and pyarrow with
-  threads on, timed in the same run), gather the kept half, write it back as one file, fsync.
+  once (Arrow IPC: ``read_all`` of the memory-mapped file; Parquet: the faster of Polars and
+  pyarrow with threads on, timed in the same run), gather the kept half, write it back as one
+  file, fsync.
   Each run of each side is a fresh process (``python -m benchmarks.ingest_scale --side …``),
   timed from the call (imports excluded, no warm-up for any side: the JIT cache load counts;
   one untimed small job before the rounds fills that cache, as any earlier run would have),
