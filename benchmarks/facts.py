@@ -145,3 +145,23 @@ def run(quick: bool) -> dict[str, Any]:
                   f"near merges: {merged_off:,} unguarded, {merged_on:,} guarded (copies "
                   "share their base's facts, so both sides merge the same pairs)."],
     }
+
+
+def headline(result: dict[str, Any]) -> list[str]:
+    f = result.get("figures") or {}
+    if "signatures_s_per_1m" not in f:
+        return []
+
+    def verdict(met: bool) -> str:
+        return "met" if met else "MISSED"
+
+    sig, ratio, ms = f["signatures_s_per_1m"], f["ingest_guard_ratio"], f["dedupe_ms_guarded"]
+    return [
+        f"Fact guard cost: signatures {sig:.2f} s per 1M texts ({f['signatures_cpu_s_per_1m']:.2f}"
+        f" CPU s; target ≤ {TARGETS['signatures_per_1m_s']} s: "
+        f"{verdict(sig <= TARGETS['signatures_per_1m_s'])}), guarded `ingest()` "
+        f"{ratio:.2f}× unguarded (≤ {TARGETS['ingest_guard_ratio']}×: "
+        f"{verdict(ratio <= TARGETS['ingest_guard_ratio'])}), guarded `dedupe_ranked` "
+        f"{ms * 1e3:.0f} µs per 100 results (≤ {TARGETS['dedupe_ms'] * 1e3:.0f} µs: "
+        f"{verdict(ms <= TARGETS['dedupe_ms'])}).",
+    ]
