@@ -7,41 +7,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .fact_scan import find
-
-
-@numba.njit(nogil=True, cache=True)
-def _sorted_unique_rows(rows: np.ndarray, values: np.ndarray, n: int
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (offsets, values) with each row's values sorted and unique. ``rows`` is sorted."""
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    out = values.copy()
-    w = 0
-    i = 0
-    total = rows.shape[0]
-    for r in range(n):
-        start = w
-        while i < total and rows[i] == r:
-            # Insertion into the sorted run out[start:w] (rows hold a handful of facts).
-            x = values[i]
-            k = w
-            while k > start and out[k - 1] > x:
-                k -= 1
-            if not (k > start and out[k - 1] == x):
-                for z in range(w, k, -1):
-                    out[z] = out[z - 1]
-                out[k] = x
-                w += 1
-            i += 1
-        offsets[r + 1] = w
-    return offsets, out[:w]
+from .fact_scan import _sort_unique, find
 
 
 @numba.njit(nogil=True, cache=True)
 def _sorted_unique_csr(offsets: np.ndarray, values: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_sorted_unique_rows` of CSR rows ``values[offsets[r] - offsets[0]:...]``. A
-    column this module wrote is sorted and unique already: one pass checks that and copies."""
+    """CSR (offsets, values) of the CSR rows ``values[offsets[r] - offsets[0]:...]``, each
+    row's values sorted and unique (the scanner's :func:`_sort_unique`). A column the scanner
+    wrote is sorted and unique already: one pass checks that and copies."""
     n = offsets.shape[0] - 1
     base = offsets[0]
     ordered = True
@@ -54,11 +28,17 @@ def _sorted_unique_csr(offsets: np.ndarray, values: np.ndarray
             break
     if ordered:
         return offsets - base, values.copy()
-    rows = np.empty(values.shape[0], dtype=np.int64)
+    out = values.copy()
+    ends = np.zeros(n + 1, dtype=np.int64)
+    w = 0
     for r in range(n):
-        for i in range(offsets[r] - base, offsets[r + 1] - base):
-            rows[i] = r
-    return _sorted_unique_rows(rows, values, n)
+        lo = offsets[r] - base
+        end = _sort_unique(out, lo, offsets[r + 1] - base)
+        for i in range(lo, end):  # w <= lo: the rows move forward, in place
+            out[w] = out[i]
+            w += 1
+        ends[r + 1] = w
+    return ends, out[:w]
 
 
 @numba.njit(nogil=True, cache=True, inline="always")

@@ -252,7 +252,7 @@ def _guard(size: int) -> types.ModuleType:
 
 def __getattr__(name: str) -> Any:
     # The jitted guard, for the kernels' Numba code (``from .facts import conflict``).
-    if name in ("conflict", "_conflict_many", "_sorted_unique_rows"):
+    if name in ("conflict", "_conflict_many"):
         from . import _facts_jit
 
         return getattr(_facts_jit, name)
