@@ -226,8 +226,7 @@ def _is_ipc_file(path: Path) -> bool:
 
 
 def _mapped(path: str) -> pa.Table:
-    with pa.memory_map(path, "r") as source:
-        return ipc.open_file(source).read_all()
+    return _mapped_at(path)[0]
 
 
 def _mapped_at(path: str) -> tuple[pa.Table, int, int]:
