@@ -33,7 +33,7 @@ import polars as pl
 
 from ..errors import StoreError
 from ..store import CURRENT, Store, open_store
-from ..store.layout import CHANGES, HISTORY
+from ..store.layout import HISTORY
 from .keys import create_keys_view
 
 CORPUS_METRICS = (
@@ -200,10 +200,11 @@ def layered_sql(store: Store, current: Path) -> dict[str, str]:
 def changes_sql(store: Store, current: Path) -> str:
     """``changes``: ``seq`` (0 for the first version, then one per later version),
     ``version``, ``doc_id``, ``change`` (added / changed / removed), one row per document each
-    version of the current version's lineage brought. A base an ingest wrote counts as added
-    by that version; a compacted base carries the history of the layers it folded
-    (:meth:`Store.change_history` is the same table in Python)."""
-    if (store.version / HISTORY).exists():
+    version of the current version's lineage brought, read from the files
+    :meth:`Store.change_layers` names (:meth:`Store.change_history` is the same table in
+    Python)."""
+    carried, deltas = store.change_layers()
+    if carried:
         selects = [f"SELECT seq, version, doc_id, change FROM "
                    f"read_parquet({_literal(current / HISTORY)})"]
     else:
@@ -211,13 +212,9 @@ def changes_sql(store: Store, current: Path) -> str:
         selects = [f"SELECT CAST(0 AS BIGINT) AS seq, {_literal(base_id)} AS version, "
                    f"CAST(doc_id AS VARCHAR) AS doc_id, 'added' AS change FROM "
                    f"read_parquet({_literal(current / 'documents.parquet')})"]
-    offset = store.history_offset()
-    for i, layer in enumerate(store.layers()[1:]):
-        if (layer.path / CHANGES).exists():
-            version = layer.name.rsplit("/", 1)[-1]
-            selects.append(f"SELECT CAST({offset + i} AS BIGINT) AS seq, {_literal(version)} "
-                           f"AS version, doc_id, change FROM read_parquet("
-                           f"{_literal(current / layer.name / CHANGES)})")
+    for seq, version, rel in deltas:
+        selects.append(f"SELECT CAST({seq} AS BIGINT) AS seq, {_literal(version)} AS version, "
+                       f"doc_id, change FROM read_parquet({_literal(current / rel)})")
     return " UNION ALL ".join(selects)
 
 

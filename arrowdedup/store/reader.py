@@ -346,6 +346,17 @@ class Store:
             return pl.scan_parquet(self.version / DOCUMENTS)  # raises the clear read error
         return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
 
+    def change_layers(self) -> tuple[bool, list[tuple[int, str, str]]]:
+        """Where this version's change history lies: whether its base carries a history
+        (``history.parquet``, of the layers a compaction folded; otherwise the base's documents
+        count as added by the version that wrote it, ``seq`` 0), and per later delta its
+        ``seq``, its version id and its ``changes.parquet`` relative to the version."""
+        offset = self.history_offset()
+        deltas = [(offset + i, layer.name.rsplit("/", 1)[-1], f"{layer.name}/{CHANGES}")
+                  for i, layer in enumerate(self.layers()[1:])
+                  if (layer.path / CHANGES).exists()]
+        return (self.version / HISTORY).exists(), deltas
+
     def history_offset(self) -> int:
         """The ``seq`` of the first delta layer in the change history: 1 after a base that
         an ingest wrote (seq 0), the carried history's length after a compacted base."""
@@ -355,30 +366,25 @@ class Store:
 
     def change_history(self) -> pl.DataFrame:
         """``seq``, ``version``, ``doc_id``, ``change``: the documents each version of this
-        version's lineage added, changed and removed, by (``seq``, ``doc_id``); a compacted base
-        carries the history of the layers it folded, and a base an ingest wrote counts its
-        documents as added by that version."""
+        version's lineage added, changed and removed, by (``seq``, ``doc_id``) (see
+        :meth:`change_layers`)."""
         schema = {"seq": pl.Int64, "version": pl.String, "doc_id": pl.String,
                   "change": pl.String}
-        if (self.version / HISTORY).exists():
+        carried, deltas = self.change_layers()
+        if carried:
             frames = [pl.read_parquet(self.version / HISTORY).cast(schema)]  # type: ignore[arg-type]
         else:
             base_id = str(self.manifest.get("base") or self.run_id)
-            docs = self.layers()[0].path / DOCUMENTS
+            docs = self.version / DOCUMENTS
             ids = (pl.read_parquet(docs, columns=["doc_id"]).get_column("doc_id")
                    .cast(pl.String) if docs.exists() else pl.Series("doc_id", [], pl.String))
             frames = [pl.DataFrame({"seq": pl.Series([0] * len(ids), dtype=pl.Int64),
                                     "version": [base_id] * len(ids), "doc_id": ids,
                                     "change": ["added"] * len(ids)}, schema=schema)]
-        offset = self.history_offset()
-        for i, layer in enumerate(self.layers()[1:]):
-            path = layer.path / CHANGES
-            if path.exists():
-                frame = pl.read_parquet(path).select(
-                    pl.lit(offset + i, pl.Int64).alias("seq"),
-                    pl.lit(layer.name.rsplit("/", 1)[-1]).alias("version"),
-                    pl.col("doc_id").cast(pl.String), pl.col("change").cast(pl.String))
-                frames.append(frame)
+        for seq, version, rel in deltas:
+            frames.append(pl.read_parquet(self.version / rel).select(
+                pl.lit(seq, pl.Int64).alias("seq"), pl.lit(version).alias("version"),
+                pl.col("doc_id").cast(pl.String), pl.col("change").cast(pl.String)))
         return pl.concat(frames, how="vertical").sort(["seq", "doc_id"], maintain_order=True)
 
     def fingerprints(self) -> pl.LazyFrame | None:
