@@ -460,7 +460,7 @@ class PruneResult:
     dry_run: bool = False
 
 
-def prune(store: str | Path, *, keep: int = KEEP_VERSIONS, fold: bool = True,
+def prune(store: str | Path | Store, *, keep: int = KEEP_VERSIONS, fold: bool = True,
           dry_run: bool = False) -> PruneResult:
     """Remove all but the newest ``keep`` versions (never the current one, never one a
     reader holds open). With ``fold`` (the default) the current version's deltas are first
@@ -468,11 +468,10 @@ def prune(store: str | Path, *, keep: int = KEEP_VERSIONS, fold: bool = True,
     replaced on disk for as long as its base is kept, so pruning alone would not give them
     back."""
     from .store.lock import store_lock
-    from .store.versions import prune_plan, remove_versions, version_dirs
+    from .store.versions import check_keep, prune_plan, remove_versions, version_dirs
 
     root = Path(store.root if isinstance(store, Store) else store)
-    if keep < 1:
-        raise StoreError(f"--keep must be at least 1 (the current version), got {keep}")
+    check_keep(keep)  # before a fold, not only at the removal
     current = open_store(root)
     deltas = len(current.layers()) - 1 if fold else 0
     current.close()

@@ -145,14 +145,18 @@ def is_pinned(version: Path) -> bool:
     return False
 
 
+def check_keep(keep: int) -> None:
+    if keep < 1:
+        raise StoreError(f"--keep must be at least 1 (the current version), got {keep}")
+
+
 def prune_plan(root: Path, keep: int, *, folding: bool = False
                ) -> tuple[list[Path], list[Path]]:
     """(versions to remove, versions kept only because a reader holds them): all but the
     newest ``keep`` and never the current one. ``folding``: a compacted version is about to
     be written and become current, so it is one of the ``keep`` and the current version is
     no longer spared."""
-    if keep < 1:
-        raise StoreError(f"--keep must be at least 1 (the current version), got {keep}")
+    check_keep(keep)
     current = None if folding else current_version(root)
     dirs = version_dirs(root)
     kept_here = keep - 1 if folding else keep

@@ -73,7 +73,6 @@ def _pause_point(point: str) -> None:
         time.sleep(60)
 
 
-
 def new_run_id() -> str:
     """A version's id: its UTC start time (so ids sort by age) and a random suffix."""
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
@@ -92,6 +91,7 @@ def end_run(root: Path, tmp: Path | None, stack: contextlib.ExitStack, err: Any)
             "check the permissions and free space of the store location"
         raise StoreError(f"writing the store {root} failed ({err.strerror or err}); "
                          f"the previous version is intact; {hint}") from err
+
 
 class IndexBuilder(Protocol):
     """An index built while a version is written (registered by the job path)."""
