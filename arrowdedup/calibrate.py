@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from .embed import Embedder, get_embedder
+from .embed_view import embedding_text
 from .errors import ConfigError, InputError
 from .vectors import unit_rows
 
@@ -399,7 +400,9 @@ def _text_columns(
 def pair_cosines(pairs: PairSet, embedder: Embedder) -> np.ndarray:
     """Cosine of each pair, embedding every distinct text once."""
     unique = sorted(set(pairs.left) | set(pairs.right))
-    vectors = unit_rows(np.asarray(embedder.encode(unique), dtype=np.float32))
+    # The texts as the job's embedding step reads them, so the cosines are the job's.
+    vectors = unit_rows(np.asarray(embedder.encode([embedding_text(t) for t in unique]),
+                                   dtype=np.float32))
     index = {t: i for i, t in enumerate(unique)}
     li = np.fromiter((index[t] for t in pairs.left), dtype=np.int64, count=pairs.n)
     ri = np.fromiter((index[t] for t in pairs.right), dtype=np.int64, count=pairs.n)

@@ -1,4 +1,5 @@
-"""The embedding cache of a store: vectors keyed by (model name, XXH64 of the text).
+"""The embedding cache of a store: vectors keyed by (model name, XXH64 of the text the
+embedder read: its :mod:`~arrowdedup.embed_view`).
 
 Layout (inside the store root, kept across versions)::
 
@@ -239,14 +240,19 @@ def embed_texts(
     cache: EmbeddingCache | None = None,
     batch_size: int = DEFAULT_BATCH,
     quiet: bool = True,
+    verbatim: np.ndarray | None = None,
 ) -> tuple[np.ndarray, CacheStats]:
     """Vectors for every text, embedding each distinct text once and only when not cached.
 
-    Repeated texts (boilerplate) are embedded once; with a cache, texts embedded by an earlier
-    run are read back instead, and the newly embedded ones are appended to it.
+    The embedder reads each text's view (:func:`arrowdedup.embed_view.embedding_text`:
+    emphasis markers dropped, whitespace collapsed), except rows where ``verbatim`` is True
+    (code). Repeated views (boilerplate, formatting variants) are embedded once; with a cache,
+    views embedded by an earlier run are read back instead, and the newly embedded ones are
+    appended to it.
     """
-    if not isinstance(texts, (pa.Array, pa.ChunkedArray)):
-        texts = pa.array(list(texts), type=pa.large_string())
+    from .embed_view import embedding_texts
+
+    texts = embedding_texts(texts, verbatim)
     n = len(texts)
     hashes = text_hashes(texts)
     uniq, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)

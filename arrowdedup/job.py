@@ -748,8 +748,9 @@ def _documents_table(
         timings["embedder_load"] = time.perf_counter() - start
     check_store_model(store_root, model.name, model.dim)
     cache = EmbeddingCache(store_root / "cache", model.name, model.dim)
+    code = frame.get_column("segment_type").cast(pl.String).eq("code").fill_null(False)
     vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache=cache,
-                                       quiet=quiet)
+                                       quiet=quiet, verbatim=code.to_numpy())
     frame = with_embeddings(frame.drop("embedding", strict=False), vectors)
     timings["embed"] = time.perf_counter() - start
     extra = {

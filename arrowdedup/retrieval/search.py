@@ -46,6 +46,7 @@ import xxhash
 
 from ..config import DedupConfig, resolve_config
 from ..embed import Embedder, get_embedder, recorded_spec
+from ..embed_view import embedding_text
 from ..errors import EmbedderError, InputError, StoreError
 from ..store import Store, atomic_path, open_store
 from ..vectors import dense_codes, language_codes
@@ -429,7 +430,8 @@ def search(
         if vector is not None:
             q = unit_queries(vector, view.vectors.shape[1])
         else:
-            q = unit_queries(resolve_embedder(st, embedder).encode(texts),
+            q = unit_queries(resolve_embedder(st, embedder).encode(
+                                 [embedding_text(t) for t in texts]),
                              view.vectors.shape[1])
         timings["embed"] = time.perf_counter() - t
         t = time.perf_counter()
