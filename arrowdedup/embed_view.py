@@ -20,11 +20,17 @@ import pyarrow as pa
 # "**x**", "__x__", "*x*", "_x_" around a word or a phrase, as CommonMark reads emphasis: not
 # inside a word (snake_case, a*b), never opened before or closed after a space (2 * 3), and
 # never opened by a doubled marker of its own kind (the "**/*" of a glob).
-_EMPHASIS = re.compile(r"(?<![\w*])(\*\*|__|\*|_)(?!\s|\1)(.+?)(?<=\S)\1(?![\w*])", re.S)
+# A code span (`x`) is matched first and kept whole: markers inside it are code ("`__init__`").
+_EMPHASIS = re.compile(
+    r"(`[^`]*`)|(?<![\w*])(\*\*|__|\*|_)(?!\s|\2)((?:`[^`]*`|.)+?)(?<=\S)\2(?![\w*])", re.S)
 _SPACES = re.compile(r"\s+")
 # Rows the view may change: an emphasis character or whitespace other than single spaces.
 # Checked vectorised first, so a corpus of plain texts never enters the Python pass below.
 _MAY_CHANGE = r"[*_]|\s\s|[\t\n\r\f\v]|^\s|\s$"
+
+
+def _unwrap(m: re.Match[str]) -> str:
+    return m.group(1) or m.group(3)
 
 
 def embedding_text(text: str) -> str:
@@ -33,7 +39,7 @@ def embedding_text(text: str) -> str:
     # Nested emphasis ("**_x_**") unwraps one layer per pass; each pass that changes the text
     # shortens it, so this ends.
     while True:
-        stripped = _EMPHASIS.sub(r"\2", out)
+        stripped = _EMPHASIS.sub(_unwrap, out)
         if stripped == out:
             return out
         out = stripped
