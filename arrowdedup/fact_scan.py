@@ -490,10 +490,7 @@ def _scan(
                 cp, ln = _decode(data, p, ce)
                 wide = _cls(cp) == C_WIDE
                 ps = p
-                # Character statistics of a narrow piece, counted as its extent is found while
-                # every byte is ASCII (most pieces); ``plain`` turns False at the first other
-                # character, and the statistics are then counted again below by code point.
-                plain = not wide
+                # Character statistics of a narrow piece, counted as its extent is found.
                 n_upper = 0
                 n_lower = 0
                 n_digit = 0
@@ -509,24 +506,84 @@ def _scan(
                 first_cp = -1
                 second_cp = -1
                 third_cp = -1
-                while p < ce:
-                    b0 = data[p]
-                    if b0 < 0x80 and not wide:
-                        if b0 == 61:
+                if wide:
+                    # A wide piece ends at any other class (wide punctuation is C_PUNCT).
+                    while p < ce:
+                        cp, ln = _decode(data, p, ce)
+                        if _cls(cp) != C_WIDE:
                             break
-                        cq = int(b0)
-                        if n_chars < 3:
-                            if n_chars == 0:
-                                first_cp = cq
-                            elif n_chars == 1:
-                                second_cp = cq
+                        p += ln
+                else:
+                    while p < ce:
+                        b0 = data[p]
+                        if b0 < 0x80:
+                            cq = int(b0)
+                            if 97 <= cq <= 122:
+                                # A lowercase letter, most bytes of a text: tested first.
+                                if n_chars < 3:
+                                    if n_chars == 0:
+                                        first_cp = cq
+                                    elif n_chars == 1:
+                                        second_cp = cq
+                                    else:
+                                        third_cp = cq
+                                n_chars += 1
+                                n_alpha += 1
+                                n_lower += 1
+                                prev_lower = True
+                                still_lead = False
+                                p += 1
+                                continue
+                            if cq == 61:
+                                break
+                            if n_chars < 3:
+                                if n_chars == 0:
+                                    first_cp = cq
+                                elif n_chars == 1:
+                                    second_cp = cq
+                                else:
+                                    third_cp = cq
+                            n_chars += 1
+                            c = _ASCII[cq]
+                            if c == C_LETTER:
+                                n_alpha += 1
+                                n_upper += 1  # the lowercase letters were taken above
+                                if prev_lower:
+                                    upper_after_lower = True
+                                if still_lead:
+                                    lead_upper += 1
+                                prev_lower = False
+                            elif c == C_DIGIT:
+                                n_digit += 1
+                                prev_lower = False
+                                still_lead = False
                             else:
-                                third_cp = cq
+                                still_lead = False
+                                prev_lower = False
+                                if cq == 95:
+                                    has_us = True
+                                elif cq == 46:
+                                    has_dot = True
+                                elif cq == 47:
+                                    has_slash = True
+                            p += 1
+                            continue
+                        # A character of two or more bytes: never white space ('=', digits,
+                        # '_', '.' and '/' are ASCII), and a wide one ends the piece.
+                        cq, lq = _decode(data, p, ce)
+                        c = _cls(cq)
+                        if c == C_WIDE:
+                            break
+                        if n_chars == 0:
+                            first_cp = cq
+                        elif n_chars == 1:
+                            second_cp = cq
+                        elif n_chars == 2:
+                            third_cp = cq
                         n_chars += 1
-                        c = _ASCII[cq]
                         if c == C_LETTER:
                             n_alpha += 1
-                            if cq <= 90:
+                            if _is_upper(cq):
                                 n_upper += 1
                                 if prev_lower:
                                     upper_after_lower = True
@@ -534,30 +591,14 @@ def _scan(
                                     lead_upper += 1
                                 prev_lower = False
                             else:
-                                n_lower += 1
+                                if _is_lower(cq):
+                                    n_lower += 1
                                 prev_lower = True
                                 still_lead = False
-                        elif c == C_DIGIT:
-                            n_digit += 1
-                            prev_lower = False
-                            still_lead = False
                         else:
                             still_lead = False
                             prev_lower = False
-                            if cq == 95:
-                                has_us = True
-                            elif cq == 46:
-                                has_dot = True
-                            elif cq == 47:
-                                has_slash = True
-                        p += 1
-                        continue
-                    cp, ln = _decode(data, p, ce)
-                    c = _cls(cp)
-                    if cp == 61 or (c == C_WIDE) != wide or (wide and c == C_PUNCT):
-                        break
-                    plain = False
-                    p += ln
+                        p += lq
                 pe = p
                 if p < ce and ps == pe:
                     p += ln  # a lone separator
@@ -566,6 +607,23 @@ def _scan(
                     cp2, ln2 = _decode(data, p, ce)
                     if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
                         p += ln2
+                if not wide and pend_num < 0 and n_upper + n_lower == n_chars and \
+                        n_upper <= 1 and not upper_after_lower:
+                    # Fast path for the most common piece: a word of cased letters, all
+                    # lower case or with one capital in front, and no number waiting for a
+                    # unit. None of the checks below can fire on it (they need a digit, a
+                    # '-', '_', '.', '/', ':', an apostrophe or two capitals), so unless a
+                    # word table knows it, it only counts for the Title Case test and is
+                    # written if it is a name.
+                    idx = _word_index(data, ps, pe, scratch, word_keys, word_filter)
+                    if idx < 0:
+                        if n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2:
+                            title_words += 1
+                            kind = 0 if (sentence_start or nouns[r]) else K_NAME
+                            n_out = _push(out, n_out, _xxh64_one(data, ps, pe), kind)
+                        elif _is_lower(first_cp):
+                            lower_words += 1
+                        continue
                 # ---- classify the piece [ps, pe) ----
                 kind = 0
                 hash_s = ps
@@ -606,62 +664,6 @@ def _scan(
                         scratch[2] = 116
                         use_scratch = 3
                 else:
-                    # Character statistics of a piece with a non-ASCII character.
-                    q = pe if plain else ps
-                    if not plain:
-                        n_upper = 0
-                        n_lower = 0
-                        n_digit = 0
-                        n_alpha = 0
-                        n_chars = 0
-                        upper_after_lower = False
-                        lead_upper = 0
-                        still_lead = True
-                        has_us = False
-                        has_dot = False
-                        has_slash = False
-                        prev_lower = False
-                        first_cp = -1
-                        second_cp = -1
-                        third_cp = -1
-                    while q < pe:
-                        cq, lq = _decode(data, q, pe)
-                        if n_chars == 0:
-                            first_cp = cq
-                        elif n_chars == 1:
-                            second_cp = cq
-                        elif n_chars == 2:
-                            third_cp = cq
-                        n_chars += 1
-                        c = _cls(cq)
-                        if c == C_DIGIT:
-                            n_digit += 1
-                            prev_lower = False
-                            still_lead = False
-                        elif c == C_LETTER:
-                            n_alpha += 1
-                            if _is_upper(cq):
-                                n_upper += 1
-                                if prev_lower:
-                                    upper_after_lower = True
-                                if still_lead:
-                                    lead_upper += 1
-                                prev_lower = False
-                            else:
-                                if _is_lower(cq):
-                                    n_lower += 1
-                                prev_lower = True
-                                still_lead = False
-                        else:
-                            still_lead = False
-                            prev_lower = False
-                            if cq == 95:
-                                has_us = True
-                            elif cq == 46:
-                                has_dot = True
-                            elif cq == 47:
-                                has_slash = True
-                        q += lq
                     starts_digit = 48 <= first_cp <= 57
                     signed = first_cp == 45 and 48 <= second_cp <= 57
                     v_num = (first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57
