@@ -439,24 +439,40 @@ def _scan(
             ce = i
             # Strip wrapping punctuation (never a leading '-': flags and negative numbers).
             ends_sentence = False
+            # Most chunks begin and end with an ASCII letter or digit: that ends a strip loop
+            # before any decoding.
             while cs < ce:
-                cp, ln = _decode(data, cs, ce)
+                b0 = int(data[cs])
+                if b0 < 0x80:
+                    c = int(_ASCII[b0])
+                    if c == C_LETTER or c == C_DIGIT:
+                        break
+                    cp, ln = b0, 1
+                else:
+                    cp, ln = _decode(data, cs, ce)
+                    c = _cls(cp)
                 if (cp == 35 or cp == 126) and cs + 1 < ce and 48 <= data[cs + 1] <= 57:
                     cs += 1  # "#123", "~26%": the number is the fact
                     continue
-                c = _cls(cp)
                 if (c == C_PUNCT or c == C_APOS) and cp != 45 and cp != 46 and cp != 47 \
                         and cp != 126 and cp != 36 and cp != 64 and cp != 35:
                     cs += ln
                 else:
                     break
             while ce > cs:
-                # Step back one code point.
                 b = ce - 1
-                while b > cs and (int(data[b]) & 0xC0) == 0x80:
-                    b -= 1
-                cp, ln = _decode(data, b, ce)
-                c = _cls(cp)
+                b0 = int(data[b])
+                if b0 < 0x80:
+                    c = int(_ASCII[b0])
+                    if c == C_LETTER or c == C_DIGIT:
+                        break
+                    cp = b0
+                else:
+                    # Step back one code point.
+                    while b > cs and (int(data[b]) & 0xC0) == 0x80:
+                        b -= 1
+                    cp, ln = _decode(data, b, ce)
+                    c = _cls(cp)
                 if (c == C_PUNCT or c == C_APOS) and cp != 47 and cp != 37 and cp != 45:
                     if cp == 46 or cp == 33 or cp == 63 or cp == 58 or cp == 59 or cp == 0x3002:
                         ends_sentence = True
