@@ -11,7 +11,7 @@ Word lists (negations, opposites, dates, number words, units) are looked up by t
 the lower-cased word in sorted tables built once in Python.
 
 The chunk loop also finds the quoted spans (no pass of their own), a piece's character
-statistics are counted while its extent is found when it is ASCII, and a row's facts are
+statistics are counted while its extent is found, and a row's facts are
 sorted and made unique as the row ends, so the scan writes the CSR signature column itself.
 """
 
