@@ -11,7 +11,7 @@ Word lists (negations, opposites, dates, number words, units) are looked up by t
 the lower-cased word in sorted tables built once in Python.
 
 The chunk loop also finds the quoted spans (no pass of their own), a piece's character
-statistics are counted while its extent is found when it is ASCII, and a row's facts are
+statistics are counted while its extent is found, and a row's facts are
 sorted and made unique as the row ends, so the scan writes the CSR signature column itself.
 """
 
@@ -439,24 +439,40 @@ def _scan(
             ce = i
             # Strip wrapping punctuation (never a leading '-': flags and negative numbers).
             ends_sentence = False
+            # Most chunks begin and end with an ASCII letter or digit: that ends a strip loop
+            # before any decoding.
             while cs < ce:
-                cp, ln = _decode(data, cs, ce)
+                b0 = int(data[cs])
+                if b0 < 0x80:
+                    c = int(_ASCII[b0])
+                    if c == C_LETTER or c == C_DIGIT:
+                        break
+                    cp, ln = b0, 1
+                else:
+                    cp, ln = _decode(data, cs, ce)
+                    c = _cls(cp)
                 if (cp == 35 or cp == 126) and cs + 1 < ce and 48 <= data[cs + 1] <= 57:
                     cs += 1  # "#123", "~26%": the number is the fact
                     continue
-                c = _cls(cp)
                 if (c == C_PUNCT or c == C_APOS) and cp != 45 and cp != 46 and cp != 47 \
                         and cp != 126 and cp != 36 and cp != 64 and cp != 35:
                     cs += ln
                 else:
                     break
             while ce > cs:
-                # Step back one code point.
                 b = ce - 1
-                while b > cs and (int(data[b]) & 0xC0) == 0x80:
-                    b -= 1
-                cp, ln = _decode(data, b, ce)
-                c = _cls(cp)
+                b0 = int(data[b])
+                if b0 < 0x80:
+                    c = int(_ASCII[b0])
+                    if c == C_LETTER or c == C_DIGIT:
+                        break
+                    cp = b0
+                else:
+                    # Step back one code point.
+                    while b > cs and (int(data[b]) & 0xC0) == 0x80:
+                        b -= 1
+                    cp, ln = _decode(data, b, ce)
+                    c = _cls(cp)
                 if (c == C_PUNCT or c == C_APOS) and cp != 47 and cp != 37 and cp != 45:
                     if cp == 46 or cp == 33 or cp == 63 or cp == 58 or cp == 59 or cp == 0x3002:
                         ends_sentence = True
@@ -490,10 +506,7 @@ def _scan(
                 cp, ln = _decode(data, p, ce)
                 wide = _cls(cp) == C_WIDE
                 ps = p
-                # Character statistics of a narrow piece, counted as its extent is found while
-                # every byte is ASCII (most pieces); ``plain`` turns False at the first other
-                # character, and the statistics are then counted again below by code point.
-                plain = not wide
+                # Character statistics of a narrow piece, counted as its extent is found.
                 n_upper = 0
                 n_lower = 0
                 n_digit = 0
@@ -509,24 +522,84 @@ def _scan(
                 first_cp = -1
                 second_cp = -1
                 third_cp = -1
-                while p < ce:
-                    b0 = data[p]
-                    if b0 < 0x80 and not wide:
-                        if b0 == 61:
+                if wide:
+                    # A wide piece ends at any other class (wide punctuation is C_PUNCT).
+                    while p < ce:
+                        cp, ln = _decode(data, p, ce)
+                        if _cls(cp) != C_WIDE:
                             break
-                        cq = int(b0)
-                        if n_chars < 3:
-                            if n_chars == 0:
-                                first_cp = cq
-                            elif n_chars == 1:
-                                second_cp = cq
+                        p += ln
+                else:
+                    while p < ce:
+                        b0 = data[p]
+                        if b0 < 0x80:
+                            cq = int(b0)
+                            if 97 <= cq <= 122:
+                                # A lowercase letter, most bytes of a text: tested first.
+                                if n_chars < 3:
+                                    if n_chars == 0:
+                                        first_cp = cq
+                                    elif n_chars == 1:
+                                        second_cp = cq
+                                    else:
+                                        third_cp = cq
+                                n_chars += 1
+                                n_alpha += 1
+                                n_lower += 1
+                                prev_lower = True
+                                still_lead = False
+                                p += 1
+                                continue
+                            if cq == 61:
+                                break
+                            if n_chars < 3:
+                                if n_chars == 0:
+                                    first_cp = cq
+                                elif n_chars == 1:
+                                    second_cp = cq
+                                else:
+                                    third_cp = cq
+                            n_chars += 1
+                            c = _ASCII[cq]
+                            if c == C_LETTER:
+                                n_alpha += 1
+                                n_upper += 1  # the lowercase letters were taken above
+                                if prev_lower:
+                                    upper_after_lower = True
+                                if still_lead:
+                                    lead_upper += 1
+                                prev_lower = False
+                            elif c == C_DIGIT:
+                                n_digit += 1
+                                prev_lower = False
+                                still_lead = False
                             else:
-                                third_cp = cq
+                                still_lead = False
+                                prev_lower = False
+                                if cq == 95:
+                                    has_us = True
+                                elif cq == 46:
+                                    has_dot = True
+                                elif cq == 47:
+                                    has_slash = True
+                            p += 1
+                            continue
+                        # A character of two or more bytes: never white space ('=', digits,
+                        # '_', '.' and '/' are ASCII), and a wide one ends the piece.
+                        cq, lq = _decode(data, p, ce)
+                        c = _cls(cq)
+                        if c == C_WIDE:
+                            break
+                        if n_chars == 0:
+                            first_cp = cq
+                        elif n_chars == 1:
+                            second_cp = cq
+                        elif n_chars == 2:
+                            third_cp = cq
                         n_chars += 1
-                        c = _ASCII[cq]
                         if c == C_LETTER:
                             n_alpha += 1
-                            if cq <= 90:
+                            if _is_upper(cq):
                                 n_upper += 1
                                 if prev_lower:
                                     upper_after_lower = True
@@ -534,30 +607,14 @@ def _scan(
                                     lead_upper += 1
                                 prev_lower = False
                             else:
-                                n_lower += 1
+                                if _is_lower(cq):
+                                    n_lower += 1
                                 prev_lower = True
                                 still_lead = False
-                        elif c == C_DIGIT:
-                            n_digit += 1
-                            prev_lower = False
-                            still_lead = False
                         else:
                             still_lead = False
                             prev_lower = False
-                            if cq == 95:
-                                has_us = True
-                            elif cq == 46:
-                                has_dot = True
-                            elif cq == 47:
-                                has_slash = True
-                        p += 1
-                        continue
-                    cp, ln = _decode(data, p, ce)
-                    c = _cls(cp)
-                    if cp == 61 or (c == C_WIDE) != wide or (wide and c == C_PUNCT):
-                        break
-                    plain = False
-                    p += ln
+                        p += lq
                 pe = p
                 if p < ce and ps == pe:
                     p += ln  # a lone separator
@@ -566,6 +623,23 @@ def _scan(
                     cp2, ln2 = _decode(data, p, ce)
                     if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
                         p += ln2
+                if not wide and pend_num < 0 and n_upper + n_lower == n_chars and \
+                        n_upper <= 1 and not upper_after_lower:
+                    # Fast path for the most common piece: a word of cased letters, all
+                    # lower case or with one capital in front, and no number waiting for a
+                    # unit. None of the checks below can fire on it (they need a digit, a
+                    # '-', '_', '.', '/', ':', an apostrophe or two capitals), so unless a
+                    # word table knows it, it only counts for the Title Case test and is
+                    # written if it is a name.
+                    idx = _word_index(data, ps, pe, scratch, word_keys, word_filter)
+                    if idx < 0:
+                        if n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2:
+                            title_words += 1
+                            kind = 0 if (sentence_start or nouns[r]) else K_NAME
+                            n_out = _push(out, n_out, _xxh64_one(data, ps, pe), kind)
+                        elif _is_lower(first_cp):
+                            lower_words += 1
+                        continue
                 # ---- classify the piece [ps, pe) ----
                 kind = 0
                 hash_s = ps
@@ -606,62 +680,6 @@ def _scan(
                         scratch[2] = 116
                         use_scratch = 3
                 else:
-                    # Character statistics of a piece with a non-ASCII character.
-                    q = pe if plain else ps
-                    if not plain:
-                        n_upper = 0
-                        n_lower = 0
-                        n_digit = 0
-                        n_alpha = 0
-                        n_chars = 0
-                        upper_after_lower = False
-                        lead_upper = 0
-                        still_lead = True
-                        has_us = False
-                        has_dot = False
-                        has_slash = False
-                        prev_lower = False
-                        first_cp = -1
-                        second_cp = -1
-                        third_cp = -1
-                    while q < pe:
-                        cq, lq = _decode(data, q, pe)
-                        if n_chars == 0:
-                            first_cp = cq
-                        elif n_chars == 1:
-                            second_cp = cq
-                        elif n_chars == 2:
-                            third_cp = cq
-                        n_chars += 1
-                        c = _cls(cq)
-                        if c == C_DIGIT:
-                            n_digit += 1
-                            prev_lower = False
-                            still_lead = False
-                        elif c == C_LETTER:
-                            n_alpha += 1
-                            if _is_upper(cq):
-                                n_upper += 1
-                                if prev_lower:
-                                    upper_after_lower = True
-                                if still_lead:
-                                    lead_upper += 1
-                                prev_lower = False
-                            else:
-                                if _is_lower(cq):
-                                    n_lower += 1
-                                prev_lower = True
-                                still_lead = False
-                        else:
-                            still_lead = False
-                            prev_lower = False
-                            if cq == 95:
-                                has_us = True
-                            elif cq == 46:
-                                has_dot = True
-                            elif cq == 47:
-                                has_slash = True
-                        q += lq
                     starts_digit = 48 <= first_cp <= 57
                     signed = first_cp == 45 and 48 <= second_cp <= 57
                     v_num = (first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57
