@@ -25,3 +25,14 @@ def row_stats_numba(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sq[r] = acc
         finite[r] = np.isfinite(acc)
     return finite, sq
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def gather_rows_numba(matrix: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """``out[:] = matrix[rows]`` with the rows copied in parallel, so the page faults of a
+    fresh ``out`` are taken by every thread instead of one."""
+    d = matrix.shape[1]
+    for i in numba.prange(rows.shape[0]):
+        r = rows[i]
+        for k in range(d):
+            out[i, k] = matrix[r, k]

@@ -304,3 +304,22 @@ def test_enable_logging_key(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="arrowdedup"):
         ingest(abc_frame(), DedupConfig(analytics=AnalyticsConfig(enable_logging=False)))
     assert not caplog.messages
+
+
+def test_kept_rows_parallel_gather_equals_filter() -> None:
+    # Large enough for the parallel embedding gather; the frame must equal Polars' filter.
+    import importlib
+
+    ingest_mod = importlib.import_module("arrowdedup.ingest")
+    rng = np.random.default_rng(3)
+    n, d = 3000, 384
+    frame = pl.DataFrame({
+        "segment_id": [f"s{i}" for i in range(n)],
+        "embedding": rng.standard_normal((n, d), dtype=np.float32),
+        "text": [f"t{i}" for i in range(n)],
+    }).with_columns(pl.col("embedding").cast(pl.Array(pl.Float32, d)))
+    mask = rng.random(n) < 0.5
+    got = ingest_mod.kept_rows(frame, mask)
+    want = frame.filter(pl.Series(mask))
+    assert got.schema == want.schema
+    assert got.equals(want)
