@@ -227,6 +227,20 @@ def _word_index(data: np.ndarray, s: int, e: int, scratch: np.ndarray, word_keys
 
 
 @numba.njit(inline="always")
+def _leading(n_chars: int, cp: int, first: int, second: int, third: int
+             ) -> tuple[int, int, int]:
+    """A piece's first three code points, once ``cp`` (its character number ``n_chars``) is
+    read: the classification looks at nothing further in."""
+    if n_chars == 0:
+        return cp, second, third
+    if n_chars == 1:
+        return first, cp, third
+    if n_chars == 2:
+        return first, second, cp
+    return first, second, third
+
+
+@numba.njit(inline="always")
 def _is_initials(data: np.ndarray, s: int, e: int) -> bool:
     """``e.g``, ``U.S``, ``i.e``: every dot-separated part is one letter."""
     run = 0
@@ -536,13 +550,8 @@ def _scan(
                             cq = int(b0)
                             if 97 <= cq <= 122:
                                 # A lowercase letter, most bytes of a text: tested first.
-                                if n_chars < 3:
-                                    if n_chars == 0:
-                                        first_cp = cq
-                                    elif n_chars == 1:
-                                        second_cp = cq
-                                    else:
-                                        third_cp = cq
+                                first_cp, second_cp, third_cp = _leading(
+                                    n_chars, cq, first_cp, second_cp, third_cp)
                                 n_chars += 1
                                 n_alpha += 1
                                 n_lower += 1
@@ -552,13 +561,8 @@ def _scan(
                                 continue
                             if cq == 61:
                                 break
-                            if n_chars < 3:
-                                if n_chars == 0:
-                                    first_cp = cq
-                                elif n_chars == 1:
-                                    second_cp = cq
-                                else:
-                                    third_cp = cq
+                            first_cp, second_cp, third_cp = _leading(
+                                n_chars, cq, first_cp, second_cp, third_cp)
                             n_chars += 1
                             c = _ASCII[cq]
                             if c == C_LETTER:
@@ -590,12 +594,8 @@ def _scan(
                         c = _cls(cq)
                         if c == C_WIDE:
                             break
-                        if n_chars == 0:
-                            first_cp = cq
-                        elif n_chars == 1:
-                            second_cp = cq
-                        elif n_chars == 2:
-                            third_cp = cq
+                        first_cp, second_cp, third_cp = _leading(
+                            n_chars, cq, first_cp, second_cp, third_cp)
                         n_chars += 1
                         if c == C_LETTER:
                             n_alpha += 1
