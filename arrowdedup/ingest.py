@@ -147,8 +147,7 @@ def ingest(
     with timer.stage("kernel"):
         out = run_kernels(plan, emb, cfg, threads, texts=frame.get_column("text").to_arrow())
     with timer.stage("output"):
-        result = build_result(frame, salience, out, cfg, timer.timings,
-                              emb.dim if emb is not None else None)
+        result = build_result(frame, salience, out, cfg, timer.timings, emb)
     if cfg.analytics.enable_logging:
         log.info(result.summary())
         if log.isEnabledFor(logging.DEBUG):
@@ -329,24 +328,25 @@ def _ids_at(seg_ids: pl.Series, rows: np.ndarray, name: str) -> pl.Series:
     )
 
 
-def kept_rows(frame: pl.DataFrame, mask: np.ndarray) -> pl.DataFrame:
+def kept_rows(frame: pl.DataFrame, mask: np.ndarray, emb: Embeddings | None) -> pl.DataFrame:
     """``frame.filter(mask)``, the same frame bit for bit; a large float32 embedding column
     without nulls is gathered by the parallel row copy (Polars' filter copies it on one
-    thread and dominated the output stage) and wrapped without another copy."""
+    thread and dominated the output stage) from ``emb``'s matrix (validate's float32 view of
+    that column), and wrapped without another copy."""
     column = "embedding"
     dtype = frame.schema.get(column)
-    if (not isinstance(dtype, pl.Array) or dtype.inner != pl.Float32 or frame.height == 0
-            or frame.get_column(column).has_nulls()
+    if (emb is None or not isinstance(dtype, pl.Array) or dtype.inner != pl.Float32
+            or frame.height == 0 or not emb.present.all()
             or frame.height * int(dtype.size) < JIT_MIN_VALUES):
         return frame.filter(pl.Series(mask))
     from ._vectors_jit import gather_rows_numba
 
-    matrix = frame.get_column(column).to_numpy()
+    matrix = emb.matrix
     rows = np.flatnonzero(mask)
     # Allocated by NumPy, which asks the kernel for huge pages on large arrays (Numba's
     # allocator does not): a fraction of the page faults of the ~0.8 GB buffer.
     values = np.empty((rows.shape[0], matrix.shape[1]), dtype=np.float32)
-    gather_rows_numba(np.ascontiguousarray(matrix), rows, values)
+    gather_rows_numba(matrix, rows, values)
     embedding = pl.Series(column, pa.FixedSizeListArray.from_arrays(
         pa.array(values.reshape(-1)), int(dtype.size)))
     index = frame.columns.index(column)
@@ -359,7 +359,7 @@ def build_result(
     out: kernels.Outputs,
     cfg: DedupConfig,
     timings: dict[str, float],
-    dim: int | None,
+    emb: Embeddings | None,
 ) -> IngestionResult:
     action, rep, sim = out.action, out.rep, out.sim
     n = frame.height
@@ -390,7 +390,7 @@ def build_result(
         pl.Series("salience_boost", boost, dtype=pl.Float64),
         pl.Series("near_duplicate_count", near_count, dtype=pl.Int64),
         pl.Series("exact_duplicate_count", exact_count, dtype=pl.Int64),
-    ), kept_mask)
+    ), kept_mask, emb)
 
     seg_ids = frame.get_column("segment_id").cast(pl.String)
     reasons = pl.Series("guard_reason", out.reason).replace_strict(
@@ -416,7 +416,8 @@ def build_result(
 
     documents = document_stats(frame, action, boost, kept_mask)
     # The same dict: the "output" stage closes after this returns and lands in it too.
-    return IngestionResult(kept, decisions, documents, timings, cfg, dim)
+    return IngestionResult(kept, decisions, documents, timings, cfg,
+                           emb.dim if emb is not None else None)
 
 
 def document_stats(

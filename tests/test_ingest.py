@@ -310,6 +310,8 @@ def test_kept_rows_parallel_gather_equals_filter() -> None:
     # Large enough for the parallel embedding gather; the frame must equal Polars' filter.
     import importlib
 
+    from arrowdedup.vectors import embeddings_from
+
     ingest_mod = importlib.import_module("arrowdedup.ingest")
     rng = np.random.default_rng(3)
     n, d = 3000, 384
@@ -319,7 +321,7 @@ def test_kept_rows_parallel_gather_equals_filter() -> None:
         "text": [f"t{i}" for i in range(n)],
     }).with_columns(pl.col("embedding").cast(pl.Array(pl.Float32, d)))
     mask = rng.random(n) < 0.5
-    got = ingest_mod.kept_rows(frame, mask)
+    got = ingest_mod.kept_rows(frame, mask, embeddings_from(frame))
     want = frame.filter(pl.Series(mask))
     assert got.schema == want.schema
     assert got.equals(want)
