@@ -24,9 +24,14 @@ import pyarrow as pa
 _EMPHASIS = re.compile(
     r"(`[^`]*`)|(?<![\w*])(\*\*|__|\*|_)(?!\s|\2)((?:`[^`]*`|.)+?)(?<=\S)\2(?![\w*])", re.S)
 _SPACES = re.compile(r"\s+")
+# Every character but " " that Python's \s matches (str.isspace), written out: the Polars
+# (Rust) regex's \s leaves out some of them (\x1c-\x1f), and the check below must flag every
+# text that embedding_text would change.
+_OTHER_SPACE = ("\t\n\v\f\r\x1c\x1d\x1e\x1f\x85\xa0\u1680"
+                + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000")
 # Rows the view may change: an emphasis character or whitespace other than single spaces.
 # Checked vectorised first, so a corpus of plain texts never enters the Python pass below.
-_MAY_CHANGE = r"[*_]|\s\s|[\t\n\r\f\v]|^\s|\s$"
+_MAY_CHANGE = f"[*_]|  |^ | $|[{_OTHER_SPACE}]"
 
 
 def _unwrap(m: re.Match[str]) -> str:

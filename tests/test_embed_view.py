@@ -77,3 +77,16 @@ def test_view_is_a_fixed_point_and_keeps_every_word(text: str) -> None:
     def kept(s: str) -> str:
         return "".join(c for c in s if c not in " \n*_")
     assert kept(view) == kept(text)
+
+
+def test_the_vectorised_check_flags_every_kind_of_white_space() -> None:
+    # Every character Python's \s matches, one at a time between words and doubled: the
+    # column path must give what embedding_text gives.
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    texts = [f"a{c}b" for c in spaces] + [f"{c}a" for c in spaces] + [f"a{c}{c}b" for c in spaces]
+    assert embedding_texts(texts).to_pylist() == [embedding_text(t) for t in texts]
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab _*`\t\n\xa0\u2003\x1c\u200b.")), max_size=30))
+def test_column_view_equals_the_text_view(text: str) -> None:
+    assert embedding_texts([text]).to_pylist() == [embedding_text(text)]
