@@ -29,6 +29,7 @@ Model2Vec runs everything; the full run adds MiniLM on a seeded sample of the pe
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -193,37 +194,42 @@ def as_extracted(text: str) -> str:
     return " ".join(parse_markdown(text, "pair").texts)
 
 
+def variant_cosines(pairs: dict[str, pl.DataFrame], encode: Callable[[list[str]], Any]
+                 ) -> dict[str, Any]:
+    """Per kind, the cosine of each (variant, original) pair, every distinct text encoded
+    once; ``"texts"``: how many there were."""
+    texts = sorted({t for f in pairs.values() for c in ("original", "variant")
+                    for t in f.get_column(c).to_list()})
+    vectors = np.asarray(encode(texts), dtype=np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    index = {t: i for i, t in enumerate(texts)}
+    out: dict[str, Any] = {"texts": len(texts)}
+    for kind, frame in pairs.items():
+        out[kind] = np.einsum(
+            "ij,ij->i", vectors[[index[t] for t in frame.get_column("variant").to_list()]],
+            vectors[[index[t] for t in frame.get_column("original").to_list()]])
+    return out
+
+
 def score_pairs(pairs: dict[str, pl.DataFrame], embedder: Any) -> dict[str, Any]:
     from arrowdedup.calibrate import pair_guard_reasons
     from arrowdedup.embed_cache import embed_texts
     from arrowdedup.facts import KIND_NAMES
 
-    texts = sorted({t for f in pairs.values() for c in ("original", "variant")
-                    for t in f.get_column(c).to_list()})
     # Through the job's embedding step (the embedder reads each text's view: emphasis markers
     # dropped, whitespace collapsed), as `arrowdedup ingest` embeds a document's segments.
-    embed_s, vectors = timed(lambda: embed_texts(texts, embedder)[0])
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    index = {t: i for i, t in enumerate(texts)}
-    out: dict[str, Any] = {"embed_s": embed_s, "texts": len(texts)}
+    embed_s, cosines = timed(lambda: variant_cosines(pairs, lambda t: embed_texts(t, embedder)[0]))
+    out: dict[str, Any] = {"embed_s": embed_s, "texts": cosines.pop("texts")}
     # The same raw formatting pairs with the model reading them as written: what a user who
     # embeds a segments table with the model directly gets (the model's cosine, no guard).
     raw = pairs["formatting"]
-    direct_texts = sorted(set(raw.get_column("original").to_list())
-                          | set(raw.get_column("variant").to_list()))
-    direct = np.asarray(embedder.encode(direct_texts), dtype=np.float32)
-    direct /= np.maximum(np.linalg.norm(direct, axis=1, keepdims=True), 1e-12)
-    at = {t: i for i, t in enumerate(direct_texts)}
-    cos_direct = np.einsum(
-        "ij,ij->i", direct[[at[t] for t in raw.get_column("variant").to_list()]],
-        direct[[at[t] for t in raw.get_column("original").to_list()]])
+    cos_direct = variant_cosines({"formatting": raw}, embedder.encode)["formatting"]
     out["formatting_model_direct_share"] = (float((cos_direct >= np.float32(THRESHOLD)).mean())
                                             if raw.height else None)
     for kind, frame in pairs.items():
         orig = frame.get_column("original").to_list()
         var = frame.get_column("variant").to_list()
-        cos = np.einsum("ij,ij->i", vectors[[index[t] for t in var]],
-                        vectors[[index[t] for t in orig]])
+        cos = cosines[kind]
         guard_s, reasons = timed(lambda v=var, o=orig: pair_guard_reasons(v, o))
         above = cos >= np.float32(THRESHOLD)
         guarded = above & (reasons == 0)

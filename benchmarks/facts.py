@@ -59,6 +59,30 @@ def _row(name: str, t: dict[str, Any], target: str, met: bool | None, threads: s
             "–" if met is None else ("met" if met else "MISSED")]
 
 
+def time_signatures(what: str, texts: pl.Series, segment_type: pl.Series | None
+                    ) -> tuple[float, float, list[Any]]:
+    """Wall and CPU seconds per 1M texts of ``fact_signatures`` (2 threads), and its row."""
+    from arrowdedup.facts import fact_signatures
+
+    cpu: list[float] = []
+
+    def signatures() -> Any:
+        # CPU seconds beside wall: on a shared machine the wall time says how busy it was.
+        start = time.process_time()
+        value = fact_signatures(texts, segment_type=segment_type)
+        cpu.append(time.process_time() - start)
+        return value
+
+    sig = timeit(signatures, repeats=3, warmup=1)
+    per_1m = sig["median"] * 1_000_000 / texts.len()
+    cpu_1m = statistics.median(cpu[1:]) * 1_000_000 / texts.len()
+    mean_chars = float(texts.str.len_chars().mean() or 0.0)
+    row = _row(f"fact_signatures, {texts.len():,} {what} (mean {mean_chars:.0f} chars)", sig,
+               f"≤ {TARGETS['signatures_per_1m_s']} s per 1M",
+               per_1m <= TARGETS["signatures_per_1m_s"], "2")
+    return per_1m, cpu_1m, row
+
+
 def run(quick: bool) -> dict[str, Any]:
     from arrowdedup import DedupConfig, IngestionConfig, RetrievalConfig, dedupe_ranked, ingest
     from arrowdedup.facts import fact_signatures
@@ -72,49 +96,20 @@ def run(quick: bool) -> dict[str, Any]:
     rows: list[list[Any]] = []
     figures: dict[str, Any] = {}
 
-    # 1. Signatures from text, both threads and one.
+    # 1. Signatures from text: Markdown blocks, then the segments extract makes of the same
+    # corpus (headings, list items, paragraphs, code, table rows) with their types, as ingest()
+    # computes them: the typical segment.
     texts = realistic_texts(params["signatures"], 1, paras)
-    mean_chars = float(texts.str.len_chars().mean() or 0.0)
-    cpu: list[float] = []
-
-    def signatures() -> Any:
-        # CPU seconds beside wall: on a shared machine the wall time says how busy it was.
-        start = time.process_time()
-        value = fact_signatures(texts)
-        cpu.append(time.process_time() - start)
-        return value
-
-    sig = timeit(signatures, repeats=3, warmup=1)
-    per_1m = sig["median"] * 1_000_000 / texts.len()
-    figures["signatures_s_per_1m"] = per_1m
-    figures["signatures_cpu_s_per_1m"] = statistics.median(cpu[1:]) * 1_000_000 / texts.len()
-    rows.append(_row(f"fact_signatures, {texts.len():,} Markdown blocks (mean "
-                     f"{mean_chars:.0f} chars)", sig, f"≤ {TARGETS['signatures_per_1m_s']} s "
-                     "per 1M", per_1m <= TARGETS["signatures_per_1m_s"], "2"))
-
-    # 1b. The segments extract makes of the same corpus (headings, list items, paragraphs,
-    # code, table rows), with their types, as ingest() computes them: the typical segment.
+    per_1m, cpu_1m, row = time_signatures("Markdown blocks", texts, None)
+    figures["signatures_s_per_1m"], figures["signatures_cpu_s_per_1m"] = per_1m, cpu_1m
+    rows.append(row)
     segs = extracted_segments(params["signatures"], 1)
-    seg_chars = float(segs.get_column("text").str.len_chars().mean() or 0.0)
-    cpu.clear()
-
-    def segment_signatures() -> Any:
-        start = time.process_time()
-        value = fact_signatures(segs.get_column("text"),
-                                segment_type=segs.get_column("segment_type"))
-        cpu.append(time.process_time() - start)
-        return value
-
-    seg_sig = timeit(segment_signatures, repeats=3, warmup=1)
-    seg_per_1m = seg_sig["median"] * 1_000_000 / segs.height
+    seg_per_1m, seg_cpu_1m, row = time_signatures("extracted segments", segs["text"],
+                                                  segs["segment_type"])
     figures["signatures_segments_s_per_1m"] = seg_per_1m
-    figures["signatures_segments_cpu_s_per_1m"] = (statistics.median(cpu[1:]) * 1_000_000
-                                                   / segs.height)
-    figures["segments_mean_chars"] = seg_chars
-    rows.append(_row(f"fact_signatures, {segs.height:,} extracted segments (mean "
-                     f"{seg_chars:.0f} chars)", seg_sig,
-                     f"≤ {TARGETS['signatures_per_1m_s']} s per 1M",
-                     seg_per_1m <= TARGETS["signatures_per_1m_s"], "2"))
+    figures["signatures_segments_cpu_s_per_1m"] = seg_cpu_1m
+    figures["segments_mean_chars"] = float(segs["text"].str.len_chars().mean() or 0.0)
+    rows.append(row)
 
     # 2. ingest() guarded (signature present) against unguarded, same table.
     corpus = make_corpus(params["docs"], params["segments"], params["dim"], seed=2)
