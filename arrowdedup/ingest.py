@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from . import facts, kernels
 from .config import DecayMode, DedupConfig, Mode, resolve_config
-from .hashing import xxh64
+from .hashing import JIT_MIN_ROWS, xxh64
 from .salience import DefaultSalience, SalienceScorer
 from .schema import Embeddings, SegmentsInput, read_segments, validate
 from .vectors import JIT_MIN_VALUES, dense_codes, input_rows_hint
@@ -166,14 +166,15 @@ def content_hash_codes(frame: pl.DataFrame) -> np.ndarray:
     return xxh64(frame.get_column("text").to_arrow()).view(np.int64)
 
 
-def group_codes(frame: pl.DataFrame) -> np.ndarray:
-    """One int64 code per (doc_id, segment_type[, language]) group."""
-    code, _ = dense_codes(frame.get_column("doc_id"))
+def group_codes(frame: pl.DataFrame) -> tuple[np.ndarray, int]:
+    """One int64 code per (doc_id, segment_type[, language]) group, and the bound on codes."""
+    code, bound = dense_codes(frame.get_column("doc_id"))
     keys = ["segment_type"] + (["language"] if "language" in frame.columns else [])
     for key in keys:
         sub, width = dense_codes(frame.get_column(key))
         code = code * width + sub
-    return code
+        bound *= width
+    return code, bound
 
 
 def make_plan(
@@ -181,13 +182,37 @@ def make_plan(
     signature: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Plan:
     n = frame.height
-    groups = group_codes(frame)
-    keys = pl.DataFrame({
-        "g": groups,
-        "s": salience,
-        "p": frame.get_column("position").cast(pl.Int64),
-        "h": hashes,
-    })
+    groups, bound = group_codes(frame)
+    # + 0.0 makes -0.0 equal to 0.0 for both paths' comparisons.
+    salience = salience + 0.0
+    position = frame.get_column("position").cast(pl.Int64).to_numpy()
+    if n >= JIT_MIN_ROWS and bound <= 4 * n:
+        # A counting sort by group and a parallel sort inside each group: the same order
+        # as the Polars sort below, at a fraction of its time (classes named differently,
+        # equal for the same rows).
+        from ._plan_jit import group_order, sort_and_classify
+
+        order, offsets = group_order(groups, bound)
+        hash_class = sort_and_classify(order, offsets, salience, position, hashes)
+        n_classes = n
+    else:
+        order, offsets, hash_class, n_classes = _sorted_plan(groups, salience, position, hashes)
+    ing = cfg.ingestion
+    filtered = (salience > 0.0) & (salience < ing.salience_threshold)
+    if signature is None:
+        return Plan(order, offsets, hash_class, n_classes, filtered)
+    modes = facts.fact_modes(
+        frame.get_column("segment_type") if "segment_type" in frame.columns else None, n)
+    return Plan(order, offsets, hash_class, n_classes, filtered, signature[0], signature[1],
+                modes)
+
+
+def _sorted_plan(groups: np.ndarray, salience: np.ndarray, position: np.ndarray,
+                 hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The plan's order, offsets and hash classes by Polars sorts (small inputs, or group
+    codes too sparse for a counting sort)."""
+    n = groups.shape[0]
+    keys = pl.DataFrame({"g": groups, "s": salience, "p": position, "h": hashes})
     order = keys.select(
         pl.arg_sort_by(["g", "s", "p"], descending=[False, True, False], maintain_order=True)
     ).to_series().to_numpy().astype(np.int64)
@@ -197,15 +222,7 @@ def make_plan(
     hash_class = (
         keys.select(pl.struct("g", "h").rank("dense")).to_series().to_numpy().astype(np.int64) - 1
     )
-    n_classes = int(hash_class.max()) + 1 if n else 0
-    ing = cfg.ingestion
-    filtered = (salience > 0.0) & (salience < ing.salience_threshold)
-    if signature is None:
-        return Plan(order, offsets, hash_class, n_classes, filtered)
-    modes = facts.fact_modes(
-        frame.get_column("segment_type") if "segment_type" in frame.columns else None, n)
-    return Plan(order, offsets, hash_class, n_classes, filtered, signature[0], signature[1],
-                modes)
+    return order, offsets, hash_class, int(hash_class.max()) + 1 if n else 0
 
 
 @contextlib.contextmanager

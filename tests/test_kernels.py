@@ -203,3 +203,28 @@ def test_inverse_norms() -> None:
     m = np.array([[3.0, 4.0], [0.0, 0.0], [1.0, 0.0]], dtype=np.float32)
     inv = kernels.inverse_norms(m, np.array([True, False, True]))
     np.testing.assert_allclose(inv, [0.2, 0.0, 1.0])
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3000), n_groups=st.integers(1, 40),
+       ties=st.booleans())
+def test_plan_counting_sort_equals_polars_sort(seed: int, n: int, n_groups: int,
+                                               ties: bool) -> None:
+    """The jitted plan (large inputs) gives the Polars plan's order and offsets, and hash
+    classes that split the rows the same way: groups of 1 to over 64 rows, salience ties
+    (with -0.0 beside 0.0), repeated positions and hashes."""
+    from arrowdedup._plan_jit import group_order, sort_and_classify
+
+    rng = np.random.default_rng(seed)
+    groups = rng.integers(0, n_groups, n).astype(np.int64)
+    levels = np.array([0.0, -0.0, 0.25, 0.5, 1.0])
+    salience = (rng.choice(levels, n) if ties else rng.random(n)) + 0.0
+    position = rng.integers(0, 25, n).astype(np.int64)
+    hashes = rng.integers(0, int(rng.integers(1, 40)), n).astype(np.int64)
+    order, offsets, classes, _ = ingest_mod._sorted_plan(groups, salience, position, hashes)
+    order_jit, offsets_jit = group_order(groups, n_groups + 3)
+    classes_jit = sort_and_classify(order_jit, offsets_jit, salience, position, hashes)
+    np.testing.assert_array_equal(order_jit, order)
+    np.testing.assert_array_equal(offsets_jit, offsets)
+    pairs = set(zip(classes.tolist(), classes_jit.tolist(), strict=True))
+    assert len(pairs) == len(set(classes.tolist())) == len(set(classes_jit.tolist()))
