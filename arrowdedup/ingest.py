@@ -22,7 +22,7 @@ from .config import DecayMode, DedupConfig, Mode, resolve_config
 from .hashing import JIT_MIN_ROWS, xxh64
 from .salience import DefaultSalience, SalienceScorer
 from .schema import Embeddings, SegmentsInput, read_segments, validate
-from .vectors import JIT_MIN_VALUES, dense_codes, input_rows_hint
+from .vectors import JIT_MIN_VALUES, dense_codes, dictionary_codes, input_rows_hint
 
 log = logging.getLogger("arrowdedup")
 
@@ -143,11 +143,13 @@ def ingest(
                 # Kept with the segments, so retrieval reads it instead of recomputing it.
                 frame = frame.with_columns(facts.signature_series(*signature))
     with timer.stage("plan"):
-        plan = make_plan(frame, salience, hashes, cfg, signature)
+        docs = doc_codes(frame)
+        plan = make_plan(frame, salience, hashes, cfg, signature, docs)
     with timer.stage("kernel"):
-        out = run_kernels(plan, emb, cfg, threads, texts=frame.get_column("text").to_arrow())
+        texts = frame.get_column("text").to_arrow() if cfg.ingestion.mode is Mode.LSH else None
+        out = run_kernels(plan, emb, cfg, threads, texts=texts)
     with timer.stage("output"):
-        result = build_result(frame, salience, out, cfg, timer.timings, emb)
+        result = build_result(frame, salience, out, cfg, timer.timings, emb, docs)
     if cfg.analytics.enable_logging:
         log.info(result.summary())
         if log.isEnabledFor(logging.DEBUG):
@@ -166,9 +168,17 @@ def content_hash_codes(frame: pl.DataFrame) -> np.ndarray:
     return xxh64(frame.get_column("text").to_arrow()).view(np.int64)
 
 
-def group_codes(frame: pl.DataFrame) -> tuple[np.ndarray, int]:
+def doc_codes(frame: pl.DataFrame) -> tuple[np.ndarray, pa.Array]:
+    """Dense document codes in order of first appearance, and the doc_id of each code."""
+    codes, _, names = dictionary_codes(frame.get_column("doc_id"))
+    return codes, names
+
+
+def group_codes(frame: pl.DataFrame, docs: tuple[np.ndarray, pa.Array] | None = None
+                ) -> tuple[np.ndarray, int]:
     """One int64 code per (doc_id, segment_type[, language]) group, and the bound on codes."""
-    code, bound = dense_codes(frame.get_column("doc_id"))
+    code, names = docs if docs is not None else doc_codes(frame)
+    bound = len(names) + 1
     keys = ["segment_type"] + (["language"] if "language" in frame.columns else [])
     for key in keys:
         sub, width = dense_codes(frame.get_column(key))
@@ -180,9 +190,10 @@ def group_codes(frame: pl.DataFrame) -> tuple[np.ndarray, int]:
 def make_plan(
     frame: pl.DataFrame, salience: np.ndarray, hashes: np.ndarray, cfg: DedupConfig,
     signature: tuple[np.ndarray, np.ndarray] | None = None,
+    docs: tuple[np.ndarray, pa.Array] | None = None,
 ) -> Plan:
     n = frame.height
-    groups, bound = group_codes(frame)
+    groups, bound = group_codes(frame, docs)
     # + 0.0 makes -0.0 equal to 0.0 for both paths' comparisons.
     salience = salience + 0.0
     position = frame.get_column("position").cast(pl.Int64).to_numpy()
@@ -336,7 +347,7 @@ def _ids_at(seg_ids: pl.Series, rows: np.ndarray, name: str) -> pl.Series:
     """The segment id of each row index in ``rows`` (null where it is -1)."""
     has = rows >= 0
     if not has.any():
-        return pl.Series(name, [None] * rows.shape[0], dtype=pl.String)
+        return pl.repeat(None, rows.shape[0], dtype=pl.String, eager=True).alias(name)
     return (
         pl.DataFrame({"m": has})
         .select(pl.when(pl.col("m")).then(seg_ids.gather(np.where(has, rows, 0))))
@@ -377,6 +388,7 @@ def build_result(
     cfg: DedupConfig,
     timings: dict[str, float],
     emb: Embeddings | None,
+    docs: tuple[np.ndarray, pa.Array] | None = None,
 ) -> IngestionResult:
     action, rep, sim = out.action, out.rep, out.sim
     n = frame.height
@@ -431,45 +443,52 @@ def build_result(
         # (metrics view `dedup_by_language`) need the language on every decision.
         decisions = decisions.with_columns(frame.get_column("language").cast(pl.String))
 
-    documents = document_stats(frame, action, boost, kept_mask)
+    documents = document_stats(frame, action, boost, kept_mask, docs)
     # The same dict: the "output" stage closes after this returns and lands in it too.
     return IngestionResult(kept, decisions, documents, timings, cfg,
                            emb.dim if emb is not None else None)
 
 
 def document_stats(
-    frame: pl.DataFrame, action: np.ndarray, boost: np.ndarray, kept_mask: np.ndarray
+    frame: pl.DataFrame, action: np.ndarray, boost: np.ndarray, kept_mask: np.ndarray,
+    docs: tuple[np.ndarray, pa.Array] | None = None,
 ) -> pl.DataFrame:
-    """One row per document, in order of first appearance."""
-    doc_type = (
-        frame.get_column("doc_type").cast(pl.String)
-        if "doc_type" in frame.columns
-        else pl.Series("doc_type", [None] * frame.height, dtype=pl.String)
-    )
-    rows = pl.DataFrame({
-        "doc_id": frame.get_column("doc_id").cast(pl.String),
-        "doc_type": doc_type,
-        "a": action,
-        "boost": np.where(kept_mask, boost, np.nan),
+    """One row per document, in order of first appearance (counted with bincounts over
+    the dense document codes, which follow first appearance; a group_by on the strings
+    cost more than the whole plan)."""
+    codes, names = docs if docs is not None else doc_codes(frame)  # doc_id has no nulls
+    n_docs = len(names)
+    counts = np.bincount(codes * 4 + action.astype(np.int64), minlength=4 * n_docs).reshape(
+        n_docs, 4)
+    original = counts.sum(axis=1)
+    final = counts[:, kernels.KEPT]
+    kept_codes, kept_boost = codes[kept_mask], boost[kept_mask]
+    boost_sum = np.bincount(kept_codes, weights=kept_boost, minlength=n_docs)
+    boost_max = np.zeros(n_docs, dtype=np.float64)
+    np.maximum.at(boost_max, kept_codes, kept_boost)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boost_avg = np.where(final > 0, boost_sum / np.maximum(final, 1), 0.0)
+        ratio = (original - final) / original
+    if "doc_type" in frame.columns:
+        # The first non-null doc_type of each document.
+        types = frame.get_column("doc_type").cast(pl.String)
+        rows = np.flatnonzero(types.is_not_null().to_numpy())
+        first = np.full(n_docs, frame.height, dtype=np.int64)
+        np.minimum.at(first, codes[rows], rows)
+        has = first < frame.height
+        doc_type = pl.select(pl.when(pl.Series(has)).then(
+            types.gather(np.where(has, first, 0)))).to_series()
+    else:
+        doc_type = pl.Series([None] * n_docs, dtype=pl.String)
+    return pl.DataFrame({
+        "doc_id": pl.Series(names).cast(pl.String),
+        "doc_type": doc_type.alias("doc_type").cast(pl.String),
+        "original_count": original.astype(np.int64),
+        "final_count": final.astype(np.int64),
+        "exact_count": counts[:, kernels.DROPPED_EXACT].astype(np.int64),
+        "near_count": counts[:, kernels.MERGED_NEAR].astype(np.int64),
+        "filtered_count": counts[:, kernels.FILTERED].astype(np.int64),
+        "dedup_ratio": ratio.astype(np.float64),
+        "avg_salience_boost": boost_avg.astype(np.float64),
+        "max_salience_boost": boost_max,
     })
-    return (
-        rows.group_by("doc_id", maintain_order=True)
-        .agg(
-            pl.col("doc_type").drop_nulls().first(),
-            pl.len().cast(pl.Int64).alias("original_count"),
-            (pl.col("a") == kernels.KEPT).sum().cast(pl.Int64).alias("final_count"),
-            (pl.col("a") == kernels.DROPPED_EXACT).sum().cast(pl.Int64).alias("exact_count"),
-            (pl.col("a") == kernels.MERGED_NEAR).sum().cast(pl.Int64).alias("near_count"),
-            (pl.col("a") == kernels.FILTERED).sum().cast(pl.Int64).alias("filtered_count"),
-            pl.col("boost").fill_nan(None).mean().fill_null(0.0).alias("avg_salience_boost"),
-            pl.col("boost").fill_nan(None).max().fill_null(0.0).alias("max_salience_boost"),
-        )
-        .with_columns(
-            ((pl.col("original_count") - pl.col("final_count")) / pl.col("original_count"))
-            .alias("dedup_ratio")
-        )
-        .select(
-            "doc_id", "doc_type", "original_count", "final_count", "exact_count", "near_count",
-            "filtered_count", "dedup_ratio", "avg_salience_boost", "max_salience_boost",
-        )
-    )

@@ -143,13 +143,21 @@ def single_chunk(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
 def dense_codes(series: pl.Series, *, null_code: bool = True) -> tuple[np.ndarray, int]:
     """Dense int64 codes of a string column, equal exactly for equal strings (hash-based, no
     sort) and the number of codes; null gets a code of its own (the last one)."""
+    codes, bound, _ = dictionary_codes(series, null_code=null_code)
+    return codes, bound
+
+
+def dictionary_codes(series: pl.Series, *, null_code: bool = True
+                     ) -> tuple[np.ndarray, int, pa.Array]:
+    """:func:`dense_codes` and the distinct strings they number: codes follow the order of
+    first appearance, so ``dictionary[code]`` lists the values as they first occur."""
     arr = single_chunk(series.cast(pl.String).to_arrow())
     if pa.types.is_string_view(arr.type):
         arr = arr.cast(pa.large_string())
     encoded = pc.dictionary_encode(arr)
     n_values = len(encoded.dictionary)
     codes = encoded.indices.fill_null(n_values).to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes, n_values + (1 if null_code else 0)
+    return codes, n_values + (1 if null_code else 0), encoded.dictionary
 
 
 def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embeddings | None:

@@ -228,3 +228,31 @@ def test_plan_counting_sort_equals_polars_sort(seed: int, n: int, n_groups: int,
     np.testing.assert_array_equal(offsets_jit, offsets)
     pairs = set(zip(classes.tolist(), classes_jit.tolist(), strict=True))
     assert len(pairs) == len(set(classes.tolist())) == len(set(classes_jit.tolist()))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80))
+def test_document_stats_equal_a_group_by_of_the_decisions(seed: int, n: int) -> None:
+    """The bincount document statistics, recomputed from the decisions and the kept
+    segments with a Polars group_by (order of first appearance)."""
+    frame = random_table(seed, n)
+    result = ingest_mod.ingest(frame)
+    acts = result.decisions.with_columns(pl.col("action").cast(pl.String))
+    expected = acts.group_by("doc_id", maintain_order=True).agg(
+        pl.len().cast(pl.Int64).alias("original_count"),
+        (pl.col("action") == "kept").sum().cast(pl.Int64).alias("final_count"),
+        (pl.col("action") == "dropped_exact").sum().cast(pl.Int64).alias("exact_count"),
+        (pl.col("action") == "merged_near").sum().cast(pl.Int64).alias("near_count"),
+        (pl.col("action") == "filtered_low_salience").sum().cast(pl.Int64)
+        .alias("filtered_count"),
+    )
+    boosts = result.kept.group_by("doc_id").agg(
+        pl.col("salience_boost").mean().alias("avg_salience_boost"),
+        pl.col("salience_boost").max().alias("max_salience_boost"))
+    expected = expected.join(boosts, on="doc_id", how="left", maintain_order="left").with_columns(
+        pl.col("avg_salience_boost", "max_salience_boost").fill_null(0.0))
+    got = result.documents.select(expected.columns)
+    assert got.get_column("doc_id").to_list() == expected.get_column("doc_id").to_list()
+    for col in expected.columns[1:]:
+        np.testing.assert_allclose(got.get_column(col).to_numpy(),
+                                   expected.get_column(col).to_numpy(), rtol=1e-12)
