@@ -168,7 +168,8 @@ def validate(
             raise _refuse(col, "null values", np.flatnonzero(nulls.to_numpy()),
                           f"every segment needs a {col}; fill or drop those rows")
     ids = frame.get_column("segment_id")
-    if ids.n_unique() != frame.height:
+    # Distinct hashes prove distinct ids at half the cost of counting the strings.
+    if ids.hash().n_unique() != frame.height and ids.n_unique() != frame.height:
         dup = ids.is_duplicated()
         rows = np.flatnonzero(dup.to_numpy())
         examples = ids.gather(rows[:3]).to_list()

@@ -1,12 +1,13 @@
 """The Numba twin of :func:`arrowdedup.retrieval.tokens.tokens_of`, over a whole Arrow column.
 
-It walks the offsets and UTF-8 bytes of a lower-cased ``large_string`` array once and turns
-every token straight into a bucket-local id: a hash table keyed on the token's XXH64 (the same
-hash as :mod:`arrowdedup.hashing`, inlined), each hit confirmed on the bytes, gives ids in
-order of first appearance; only the first occurrence of each token is kept as a byte span,
-which becomes the vocabulary. No per-token strings, spans or hashes are materialised. A test
-asserts the vocabulary spells exactly the tokens of the Python implementation. Imported only
-by index builds of ``JIT_MIN_TEXTS`` texts or more.
+It walks the offsets and UTF-8 bytes of a lower-cased ``large_string`` array twice: once to
+find the byte span of every token occurrence (with the parts and ``v`` variants of compound
+tokens), once to turn each span into a bucket-local id through a hash table keyed on the
+token's XXH64 (the same hash as :mod:`arrowdedup.hashing`, inlined), each hit confirmed on the
+bytes, so ids come in order of first appearance; only the first occurrence of each token is
+kept as a byte span, which becomes the vocabulary. No per-token strings or hashes are
+materialised. A test asserts the vocabulary spells exactly the tokens of the Python
+implementation. Imported only by index builds of ``JIT_MIN_TEXTS`` texts or more.
 """
 
 from __future__ import annotations
@@ -97,78 +98,6 @@ def _same(data: np.ndarray, a: int, b: int, length: int) -> bool:
     return True
 
 
-@numba.njit(inline="always")
-def _put(data: np.ndarray, k: int, r: int, s: int, e: int, h: np.uint64, stop: np.ndarray,
-         ids: np.ndarray, rows: np.ndarray, table: np.ndarray, keys: np.ndarray,
-         ent: np.ndarray, ne: int, m: int) -> tuple[int, int, int]:
-    """Record the token ``data[s:e]`` (hash ``h``) of row ``r`` as occurrence ``k`` unless
-    it is a stop word. ``table`` (open addressing on the hash, at most half full: the caller
-    grows it) maps each distinct token seen to its entry: its first byte span and its id in
-    the bucket's vocabulary (ids in first-seen order), or -1 for a stop word, so each
-    distinct token is looked up in the stop words once. Equal hashes are confirmed on the
-    bytes, so ids are exact."""
-    mask = table.shape[0] - 1
-    slot = _slot(h, mask)
-    length = e - s
-    while True:
-        x = table[slot]
-        if x < 0:
-            table[slot] = ne
-            keys[slot] = h
-            ent[ne, 0] = s
-            ent[ne, 1] = e
-            if _is_stop(stop, h, length):
-                ent[ne, 2] = -1
-            else:
-                ent[ne, 2] = m
-                m += 1
-            x = ne
-            ne += 1
-            break
-        if keys[slot] == h and ent[x, 1] - ent[x, 0] == length \
-                and _same(data, ent[x, 0], s, length):
-            break
-        slot = (slot + 1) & mask
-    v = ent[x, 2]
-    if v >= 0:
-        ids[k] = v
-        rows[k] = r
-        k += 1
-    return k, ne, m
-
-
-@numba.njit(inline="always")
-def _emit(data: np.ndarray, r: int, s: int, cs: int, e: int, compound: bool, has_dot: bool,
-          stop: np.ndarray, k: int, ids: np.ndarray, rows: np.ndarray, table: np.ndarray,
-          keys: np.ndarray, ent: np.ndarray, ne: int, m: int) -> tuple[int, int, int]:
-    """Emit the token ``data[s:e]`` (``cs``: after its dash prefix; ``compound``: it has a
-    prefix, a joiner or an ``_``), then its parts and its ``v`` variant."""
-    b0 = np.int64(data[s])
-    if not (e - s == 1 and ((97 <= b0 <= 122) or b0 == 95)):
-        k, ne, m = _put(data, k, r, s, e, xxh64_inline(data, s, e), stop, ids, rows, table,
-                        keys, ent, ne, m)
-    if not compound:
-        return k, ne, m
-    ps = cs
-    for j in range(cs, e + 1):
-        if j == e or _is_joiner(np.int64(data[j])) or data[j] == 95:
-            if j > ps:
-                single = j - ps == 1 and data[ps] < 0x80
-                digits = True
-                for q in range(ps, j):
-                    if not (48 <= data[q] <= 57):
-                        digits = False
-                        break
-                if not single and not digits:
-                    k, ne, m = _put(data, k, r, ps, j, xxh64_inline(data, ps, j), stop, ids,
-                                    rows, table, keys, ent, ne, m)
-            ps = j + 1
-    if e - cs > 2 and data[cs] == 118 and 48 <= data[cs + 1] <= 57 and has_dot:
-        k, ne, m = _put(data, k, r, cs + 1, e, xxh64_inline(data, cs + 1, e), stop, ids, rows,
-                        table, keys, ent, ne, m)
-    return k, ne, m
-
-
 @numba.njit(nogil=True, cache=True)
 def _grow(table: np.ndarray, keys: np.ndarray, ent: np.ndarray, ne: int, need: int
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -192,23 +121,15 @@ def _grow(table: np.ndarray, keys: np.ndarray, ent: np.ndarray, ne: int, need: i
 
 
 @numba.njit(nogil=True, cache=True)
-def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, ids: np.ndarray,
-          rows: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """Tokenize every row; fills ``ids`` and ``rows`` (one entry per token occurrence) and
-    returns the occurrence count and the first byte span (start, end) of each id."""
-    cap = 1 << 12
-    table = np.full(cap, -1, np.int32)
-    keys = np.zeros(cap, np.uint64)
-    ent = np.empty((cap // 2, 3), np.int64)
-    k = 0
-    ne = 0
-    m = 0
+def _spans(offsets: np.ndarray, data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+           span_rows: np.ndarray) -> int:
+    """The byte span and row of every token occurrence, in text order: each token, then,
+    for a compound one (a dash prefix, a joiner or an ``_``), its parts and its ``v``
+    variant. Returns the occurrence count."""
+    n = 0
     for r in range(offsets.shape[0] - 1):
         i = offsets[r]
         end = offsets[r + 1]
-        # A row of b bytes has at most b tokens: room for as many new entries, at half load.
-        if 2 * (ne + (end - i)) > table.shape[0]:
-            table, keys, ent = _grow(table, keys, ent, ne, ne + (end - i))
         while i < end:
             b = data[i]
             # ASCII bytes by table, without decoding: separators skipped at once.
@@ -277,8 +198,105 @@ def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, ids: np.ndarr
                     if c != _WORD:
                         break
                     i += w
-            k, ne, m = _emit(data, r, start, core, i, compound, has_dot, stop, k, ids, rows,
-                             table, keys, ent, ne, m)
+            b0 = np.int64(data[start])
+            if not (i - start == 1 and ((97 <= b0 <= 122) or b0 == 95)):
+                starts[n], ends[n], span_rows[n] = start, i, r
+                n += 1
+            if not compound:
+                continue
+            ps = core
+            for j in range(core, i + 1):
+                if j == i or _is_joiner(np.int64(data[j])) or data[j] == 95:
+                    if j > ps:
+                        single = j - ps == 1 and data[ps] < 0x80
+                        digits = True
+                        for q in range(ps, j):
+                            if not (48 <= data[q] <= 57):
+                                digits = False
+                                break
+                        if not single and not digits:
+                            starts[n], ends[n], span_rows[n] = ps, j, r
+                            n += 1
+                    ps = j + 1
+            if i - core > 2 and data[core] == 118 and 48 <= data[core + 1] <= 57 and has_dot:
+                starts[n], ends[n], span_rows[n] = core + 1, i, r
+                n += 1
+    return n
+
+
+@numba.njit(nogil=True, cache=True)
+def _intern(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, span_rows: np.ndarray,
+            n_spans: int, stop: np.ndarray, ids: np.ndarray, rows: np.ndarray,
+            table: np.ndarray, keys: np.ndarray, ent: np.ndarray, j0: int, k: int, ne: int,
+            m: int) -> tuple[int, int, int, int]:
+    """Give the occurrences from span ``j0`` on their ids until the table would pass half
+    load; returns the span it stopped at (``n_spans`` when done) and the counters.
+
+    ``table`` (open addressing on the token's XXH64) maps each distinct token seen to its
+    entry in ``ent``: its first byte span and its id in the bucket's vocabulary (ids in
+    first-seen order), or -1 for a stop word, so each distinct token is looked up in the
+    stop words once. Equal hashes are confirmed on the bytes, so ids are exact. The lookup
+    is written out here rather than in an inlined helper: Numba's inlining of a helper
+    taking the arrays made this loop 3x slower (measured)."""
+    mask = table.shape[0] - 1
+    for j in range(j0, n_spans):
+        if 2 * (ne + 1) > table.shape[0]:
+            return j, k, ne, m
+        s, e = starts[j], ends[j]
+        length = e - s
+        h = xxh64_inline(data, s, e)
+        slot = _slot(h, mask)
+        while True:
+            x = table[slot]
+            if x < 0:
+                table[slot] = ne
+                keys[slot] = h
+                ent[ne, 0] = s
+                ent[ne, 1] = e
+                if _is_stop(stop, h, length):
+                    ent[ne, 2] = -1
+                else:
+                    ent[ne, 2] = m
+                    m += 1
+                x = ne
+                ne += 1
+                break
+            if keys[slot] == h and ent[x, 1] - ent[x, 0] == length \
+                    and _same(data, ent[x, 0], s, length):
+                break
+            slot = (slot + 1) & mask
+        v = ent[x, 2]
+        if v >= 0:
+            ids[k] = v
+            rows[k] = span_rows[j]
+            k += 1
+    return n_spans, k, ne, m
+
+
+@numba.njit(nogil=True, cache=True)
+def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, ids: np.ndarray,
+          rows: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """Tokenize every row; fills ``ids`` and ``rows`` (one entry per token occurrence) and
+    returns the occurrence count and the first byte span (start, end) of each id.
+
+    Two passes, the spans of all occurrences, then their ids: one loop doing both ran 3x
+    slower (measured). A text of b bytes has at most b occurrences."""
+    cap_spans = data.shape[0] + 1
+    starts = np.empty(cap_spans, np.int64)
+    ends = np.empty(cap_spans, np.int64)
+    span_rows = np.empty(cap_spans, np.int32)
+    n_spans = _spans(offsets, data, starts, ends, span_rows)
+    cap = 1 << 12
+    table = np.full(cap, -1, np.int32)
+    keys = np.zeros(cap, np.uint64)
+    ent = np.empty((cap // 2, 3), np.int64)
+    j, k, ne, m = 0, 0, 0, 0
+    while True:
+        j, k, ne, m = _intern(data, starts, ends, span_rows, n_spans, stop, ids, rows, table,
+                              keys, ent, j, k, ne, m)
+        if j >= n_spans:
+            break
+        table, keys, ent = _grow(table, keys, ent, ne, ne + 1)
     words = ent[:ne][ent[:ne, 2] >= 0]  # entries in first-seen order: ids 0, 1, ...
     return k, words[:, 0].copy(), words[:, 1].copy()
 
