@@ -5,8 +5,8 @@ find the byte span of every token occurrence (with the parts and ``v`` variants 
 tokens), once to turn each span into a bucket-local id through a hash table keyed on the
 token's XXH64 (the same hash as :mod:`arrowdedup.hashing`, inlined), each hit confirmed on the
 bytes, so ids come in order of first appearance; only the first occurrence of each token is
-kept as a byte span, which becomes the vocabulary. No per-token strings or hashes are
-materialised. A test asserts the vocabulary spells exactly the tokens of the Python
+kept as a byte span, which becomes the vocabulary. Only the spans are materialised per
+token, no strings or hashes. A test asserts the vocabulary spells exactly the tokens of the Python
 implementation. Imported only by index builds of ``JIT_MIN_TEXTS`` texts or more.
 """
 
