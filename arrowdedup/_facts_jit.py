@@ -41,6 +41,31 @@ def _sorted_unique_csr(offsets: np.ndarray, values: np.ndarray
     return ends, out[:w]
 
 
+@numba.njit(nogil=True, cache=True)
+def _merge_csr(offsets: np.ndarray, values: np.ndarray, extra_offsets: np.ndarray,
+               extra_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row ``r`` of the CSR ``(offsets, values)`` joined with row ``r`` of the extras, each
+    row sorted and unique: one copy of the values, a sort only where a row gained facts."""
+    n = offsets.shape[0] - 1
+    base = offsets[0]
+    total = offsets[n] - base + extra_values.shape[0]
+    out = np.empty(total, dtype=np.uint64)
+    ends = np.zeros(n + 1, dtype=np.int64)
+    w = 0
+    for r in range(n):
+        lo = w
+        for i in range(offsets[r] - base, offsets[r + 1] - base):
+            out[w] = values[i]
+            w += 1
+        if extra_offsets[r + 1] > extra_offsets[r]:
+            for i in range(extra_offsets[r], extra_offsets[r + 1]):
+                out[w] = extra_values[i]
+                w += 1
+            w = _sort_unique(out, lo, w)
+        ends[r + 1] = w
+    return ends, out[:w]
+
+
 @numba.njit(nogil=True, cache=True, inline="always")
 def _has(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> bool:
     """Is ``x`` in the sorted ``values[lo:hi]``?"""

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from arrowdedup.cli import app
 from arrowdedup.errors import ArrowDedupError, ConfigError, InputError
+from arrowdedup.facts import fact_signatures
 from arrowdedup.extract import SCHEMA, compile_language_pattern, extract, extract_documents
 from arrowdedup.salience import title_mask
 from arrowdedup.schema import validate
@@ -307,6 +308,33 @@ def test_html_visible_blocks(tmp_path: Path) -> None:
     assert set(frame["doc_type"]) == {"html"}
     assert frame["section"][-1] == "Überschrift > Tabelle"
     assert frame["heading_level"].to_list()[:1] == [1]
+
+
+def test_inline_code_keeps_its_fact_without_its_backticks(tmp_path: Path) -> None:
+    # The text shows inline code without backticks, but the fact guard still reads each span
+    # as an identifier: two commands that differ only inside the code do not look alike.
+    write(tmp_path / "checks.md", (
+        "# Checks\n\nIf this check fails, run `npm run fix:dict` locally.\n\n"
+        "If this check fails, run `npm run fix:format` locally.\n\n"
+        "- set `ebpf` in the list\n\n"
+        "## The `--all` flag\n"))
+    write(tmp_path / "page.html", (
+        "<html><body><p>If this check fails, run <code>npm run fix:dict</code> locally.</p>"
+        "<p>If this check fails, run <code>npm run fix:format</code> locally.</p>"
+        "</body></html>"))
+    for name in ("checks", "page"):
+        frame = extract(tmp_path / f"{name}.md" if name == "checks" else tmp_path / "page.html")
+        rows = frame.filter(pl.col("text").str.contains("check fails"))
+        assert rows["text"].to_list()[0] == "If this check fails, run npm run fix:dict locally."
+        first, second = rows["fact_signature"].to_list()
+        assert first != second
+        plain = fact_signatures(rows["text"]).to_list()
+        assert plain[0] == plain[1]
+        assert set(plain[0]) < set(first)
+    frame = extract(tmp_path / "checks.md")
+    backticked = fact_signatures(pl.Series(["set `ebpf` in the list"])).to_list()[0]
+    item = frame.filter(pl.col("segment_type") == "list_item")["fact_signature"].to_list()[0]
+    assert item == backticked
 
 
 CSV = 'sku,name,price,note\nA-1,Widget,9.50,"multi\nline"\nA-2,Gadget,007,\n,,,\n'

@@ -219,3 +219,45 @@ def test_title_case_headlines_have_no_names():
 def test_more_opposites():
     assert fact_conflict("Stocks open lower", "Stocks close lower") == "opposite"
     assert fact_conflict("He was acquitted", "He was convicted") == "opposite"
+    assert fact_conflict("The API for extraction:", "The API for injection:") == "opposite"
+    assert fact_conflict("Encode the payload.", "Decode the payload.") == "opposite"
+
+
+def test_table_rows_are_records_each_cell_a_fact():
+    # Rows of one table that differ in a cell value state different facts ...
+    assert fact_conflict("Service: Shipping\nLanguage: Rust", "Service: Checkout\nLanguage: Go",
+                         segment_type="table_row") == "identifier"
+    assert fact_conflict("Pattern: DaemonSet\nUsable: Yes", "Pattern: DaemonSet\nUsable: Preferred",
+                         segment_type="table_row") == "identifier"
+    # ... a changed number is still reported as a number ...
+    assert fact_conflict("clients: 1k\nmemory: 217MB", "clients: 2k\nmemory: 417MB",
+                         segment_type="table_row") == "number"
+    # ... while the same row with other spacing or case, or a representative row with a cell
+    # more, covers it.
+    assert fact_conflict("Service:  frontend\nLanguage: TypeScript",
+                         "Service: Frontend\nLanguage:   TypeScript",
+                         segment_type="table_row") is None
+    assert fact_conflict("Service: Frontend", "Service: Frontend\nViews: yes",
+                         segment_type="table_row") is None
+    # The same lines in a paragraph are prose: lower-case words are not facts there.
+    assert fact_conflict("Usable: yes", "Usable: preferred", segment_type="paragraph") is None
+
+
+def test_code_terms_are_identifiers_as_if_backticked():
+    texts = pl.Series(["run npm run fix:dict locally", "run npm run fix:format locally",
+                       "run `npm run fix:dict` locally", "set ebpf here", "set ebpf here"])
+    terms = pl.Series([["npm run fix:dict"], ["npm run fix:format"], None, ["ebpf"], None],
+                      dtype=pl.List(pl.String))
+    with_terms = fact_signatures(texts, code_terms=terms).to_list()
+    plain = fact_signatures(texts).to_list()
+    assert plain[0] == plain[1]  # without the terms the two commands look alike
+    assert with_terms[0] != with_terms[1]
+    assert with_terms[0] == with_terms[2] == plain[2]  # a term hashes as its backticked span
+    assert set(plain[3]) < set(with_terms[3])
+    # Rows without terms are unchanged, and the column stays sorted and unique.
+    assert with_terms[4] == plain[4]
+    assert all(row == sorted(set(row)) for row in with_terms)
+    # A term longer than the scanner's backtick limit is prose, as in the text.
+    long = "x" * (F.CODE_TERM_MAX_BYTES + 1)
+    assert fact_signatures(pl.Series(["a"]), code_terms=pl.Series([[long]])).to_list() == \
+        fact_signatures(pl.Series(["a"])).to_list()

@@ -36,6 +36,9 @@ class ParsedDoc:
     pages_end: list[int | None] = dataclasses.field(default_factory=list)
     # Position of a code segment → the language its fence names (```python → "python").
     code_languages: dict[int, str] = dataclasses.field(default_factory=dict)
+    # Position → contents of its inline code spans, which the text shows without backticks:
+    # identifiers for the fact guard.
+    code_terms: dict[int, list[str]] = dataclasses.field(default_factory=dict)
     _path: list[tuple[int, str]] = dataclasses.field(default_factory=list, repr=False)
     _run: int = dataclasses.field(default=0, repr=False)
 
@@ -55,16 +58,23 @@ class ParsedDoc:
         self.pages_end.append(None)
         return len(self.texts) - 1
 
-    def heading(self, text: str, level: int) -> None:
-        """Open a section: the heading belongs to the section it opens."""
+    def add_terms(self, position: int, terms: list[str] | None) -> None:
+        """Record inline code terms of the segment at ``position``."""
+        if terms:
+            self.code_terms.setdefault(position, []).extend(terms)
+
+    def heading(self, text: str, level: int) -> bool:
+        """Open a section: the heading belongs to the section it opens. False for an empty
+        heading, which adds nothing."""
         if not text:
-            return
+            return False
         while self._path and self._path[-1][0] >= level:
             self._path.pop()
         self._path.append((level, text))
         self._run += 1
         self.add(text, "heading")
         self.levels[-1] = level
+        return True
 
     def extend_last(self, text: str) -> None:
         """Append a further paragraph to the last segment (a list item or quote in parts)."""

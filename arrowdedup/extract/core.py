@@ -777,6 +777,8 @@ def _documents_chunk(pending: list[tuple[_File, ParsedDoc, str | None]]) -> pl.D
         "_run": pl.Series(chain("runs"), dtype=pl.Int32),
         "page_start": pl.Series(chain("pages_start"), dtype=pl.Int32),
         "page_end": pl.Series(chain("pages_end"), dtype=pl.Int32),
+        "_code_terms": pl.Series([d.code_terms.get(i) for d in docs
+                                  for i in range(len(d.texts))], dtype=pl.List(pl.String)),
     })
     return _finish(frame)
 
@@ -825,7 +827,8 @@ def _finish(frame: pl.DataFrame) -> pl.DataFrame:
     frame = frame.with_columns(missing)
     frame = frame.with_columns(fact_signatures(
         frame.get_column("text"), segment_type=frame.get_column("segment_type"),
-        language=frame.get_column("language")))
+        language=frame.get_column("language"),
+        code_terms=frame.get_column("_code_terms") if "_code_terms" in frame.columns else None))
     return frame.select([*SCHEMA, "_run"])
 
 

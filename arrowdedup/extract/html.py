@@ -93,12 +93,15 @@ class _Walker:
         self.doc = doc
         self.buffer: list[str] = []
         self.kinds: list[str] = []
+        self.terms: list[str] = []  # <code> contents of the open block: fact-guard identifiers
 
     def flush(self) -> None:
         text = _clean("".join(self.buffer))
         self.buffer.clear()
+        terms, self.terms = self.terms, []
         if text:
-            self.doc.add(text, self.kinds[-1] if self.kinds else "paragraph")
+            at = self.doc.add(text, self.kinds[-1] if self.kinds else "paragraph")
+            self.doc.add_terms(at, [t for t in (_clean(x) for x in terms) if t])
 
     def walk(self, node: Tag) -> None:
         for child in node.children:
@@ -136,6 +139,8 @@ class _Walker:
                 self.walk(child)
                 self.flush()
             else:
+                if name == "code":
+                    self.terms.append(child.get_text())
                 self.walk(child)
 
     def _table(self, table: Tag) -> None:

@@ -120,8 +120,10 @@ def parser() -> MarkdownIt:
     return _PARSER
 
 
-def _inline_lines(children: Sequence[Token]) -> tuple[list[str], list[str]]:
-    """The visible text of an inline token as lines, with the break that ends each line."""
+def _inline_lines(children: Sequence[Token], terms: list[str] | None = None
+                  ) -> tuple[list[str], list[str]]:
+    """The visible text of an inline token as lines, with the break that ends each line; the
+    content of each inline code span is also appended to ``terms`` (when given)."""
     lines: list[str] = []
     breaks: list[str] = []
     current: list[str] = []
@@ -133,7 +135,10 @@ def _inline_lines(children: Sequence[Token]) -> tuple[list[str], list[str]]:
                 current.append(tok.content)
             elif kind == "code_inline":
                 content = tok.content
-                current.append(_ESCAPED.sub(r"{{\1\2\3}}", content) if "/*" in content else content)
+                content = _ESCAPED.sub(r"{{\1\2\3}}", content) if "/*" in content else content
+                current.append(content)
+                if terms is not None:
+                    terms.append(content)
             elif kind in ("softbreak", "hardbreak"):
                 lines.append("".join(current))
                 breaks.append(" " if kind == "softbreak" else "\n")
@@ -147,15 +152,17 @@ def _inline_lines(children: Sequence[Token]) -> tuple[list[str], list[str]]:
     return lines, breaks
 
 
-def inline_text(token: Token) -> str:
+def inline_text(token: Token, terms: list[str] | None = None) -> str:
     """Visible text of an inline token: soft breaks become spaces, hard breaks newlines, and
-    lines holding only an attribute list ("{.class}") are dropped."""
+    lines holding only an attribute list ("{.class}") are dropped. Inline code spans lose
+    their backticks in the text; their contents go to ``terms`` (the fact guard's
+    identifiers, :func:`arrowdedup.facts.fact_signatures`)."""
     if token.meta.get("plain"):
         lines = token.content.split("\n")
         # The CommonMark rule: a line ending in two or more spaces ends with a hard break.
         breaks = ["\n" if line.endswith("  ") else " " for line in lines[:-1]]
     else:
-        lines, breaks = _inline_lines(token.children or [])
+        lines, breaks = _inline_lines(token.children or [], terms)
     out: list[str] = []
     for i, line in enumerate(lines):
         text = squash(line)
@@ -240,14 +247,14 @@ def parse_markdown(text: str, display: str) -> ParsedDoc:
     return doc
 
 
-def _heading_text(token: Token) -> str:
-    return _HEADING_ATTR.sub("", inline_text(token))
+def _heading_text(token: Token, terms: list[str] | None = None) -> str:
+    return _HEADING_ATTR.sub("", inline_text(token, terms))
 
 
 def _walk(tokens: list[Token], doc: ParsedDoc) -> None:
     stack: list[_Container] = []
 
-    def flow(text: str) -> None:
+    def flow(text: str, terms: list[str] | None = None) -> None:
         # Paragraphs of one list item or quote, with nothing in between, form one segment.
         if not text:
             return
@@ -258,8 +265,10 @@ def _walk(tokens: list[Token], doc: ParsedDoc) -> None:
                 return
         if top is not None and top.segment is not None and top.segment == len(doc.texts) - 1:
             doc.extend_last(text)
+            doc.add_terms(len(doc.texts) - 1, terms)
             return
         position = doc.add(text, top.kind if top is not None else "paragraph")
+        doc.add_terms(position, terms)
         if top is not None:
             top.segment = position
 
@@ -269,11 +278,14 @@ def _walk(tokens: list[Token], doc: ParsedDoc) -> None:
         tok = tokens[i]
         kind = tok.type
         if kind == "heading_open":
-            doc.heading(_heading_text(tokens[i + 1]), int(tok.tag[1:]))
+            terms: list[str] = []
+            if doc.heading(_heading_text(tokens[i + 1], terms), int(tok.tag[1:])):
+                doc.add_terms(len(doc.texts) - 1, terms)
             i += 3
             continue
         if kind == "paragraph_open":
-            flow(inline_text(tokens[i + 1]))
+            terms = []
+            flow(inline_text(tokens[i + 1], terms), terms)
             i += 3
             continue
         if kind == "table_open":
