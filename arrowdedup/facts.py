@@ -184,6 +184,7 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
      "deserialization"),
     ("attach attaches attached", "detach detaches detached"),
     ("mount mounts mounted", "unmount unmounts unmounted"),
+    ("manual manually", "automatic automatically"),
     ("open opens opened opening", "close closes closed closing"),
     ("acquit acquits acquitted", "convict convicts convicted"),
     ("win wins won winning", "lose loses lost losing"),

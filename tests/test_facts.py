@@ -221,6 +221,9 @@ def test_more_opposites():
     assert fact_conflict("He was acquitted", "He was convicted") == "opposite"
     assert fact_conflict("The API for extraction:", "The API for injection:") == "opposite"
     assert fact_conflict("Encode the payload.", "Decode the payload.") == "opposite"
+    assert fact_conflict("Execute the manually instrumented server",
+                         "Execute the automatically instrumented server",
+                         segment_type="heading") == "opposite"
 
 
 def test_table_rows_are_records_each_cell_a_fact():
