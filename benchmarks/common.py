@@ -120,6 +120,27 @@ def timeit(fn: Callable[[], Any], *, repeats: int = 3, warmup: int = 1) -> dict[
             "median": statistics.median(runs), "runs": runs, "value": value}
 
 
+def timeit_interleaved(fns: dict[str, Callable[[], Any]], *, repeats: int = 5,
+                       warmup: int = 1) -> dict[str, dict[str, Any]]:
+    """:func:`timeit` for several sides run in turn (one run of each side per round), so a
+    burst of load on the shared machine hits every side alike."""
+    values: dict[str, Any] = {}
+    for _ in range(warmup):
+        for name, fn in fns.items():
+            values[name] = fn()
+    runs: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(max(1, repeats)):
+        for name, fn in fns.items():
+            values[name] = None  # the previous result's memory is free before the next run
+            gc.collect()
+            start = time.perf_counter()
+            values[name] = fn()
+            runs[name].append(time.perf_counter() - start)
+    return {name: {"best": min(r), "min": min(r), "max": max(r),
+                   "median": statistics.median(r), "runs": r, "value": values[name]}
+            for name, r in runs.items()}
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     """One timed call: (seconds, value)."""
     gc.collect()
