@@ -135,13 +135,18 @@ def run(quick: bool) -> dict[str, Any]:
     unguarded, guarded = sides["off"], sides["on"]
     ratio = guarded["median"] / unguarded["median"]
     figures["ingest_guard_ratio"] = ratio
+    # The spread is the output stage (the kept rows' gather into fresh memory: 0.14-0.96 s
+    # for the same call), not the guard; the ratio of the minima is shown beside the target's.
+    figures["ingest_guard_ratio_of_minima"] = guarded["min"] / unguarded["min"]
     merged_on = int((guarded["value"].decisions["action"] == "merged_near").sum())
     merged_off = int((unguarded["value"].decisions["action"] == "merged_near").sum())
     rows.append(_row(f"ingest() {frame.height:,} segments, FactGuard false", unguarded, "–",
                      None, "2"))
     rows.append(_row(f"ingest() {frame.height:,} segments, FactGuard true (signature present)",
                      guarded, f"≤ {TARGETS['ingest_guard_ratio']}× unguarded "
-                     f"(measured {ratio:.2f}×)", ratio <= TARGETS["ingest_guard_ratio"], "2"))
+                     f"(measured {ratio:.2f}×; of the minima "
+                     f"{figures['ingest_guard_ratio_of_minima']:.2f}×)",
+                     ratio <= TARGETS["ingest_guard_ratio"], "2"))
 
     # 3. dedupe_ranked on 100 results, with texts and signatures (guard on) and without.
     ranked = frame.head(100).select("segment_id", "text", "segment_type", "fact_signature",
