@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from arrowdedup.cli import app
 from arrowdedup.errors import ArrowDedupError, ConfigError, InputError
-from arrowdedup.facts import fact_signatures
 from arrowdedup.extract import SCHEMA, compile_language_pattern, extract, extract_documents
+from arrowdedup.facts import fact_signatures
 from arrowdedup.salience import title_mask
 from arrowdedup.schema import validate
 

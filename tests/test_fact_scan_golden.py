@@ -3,8 +3,8 @@ the scanner faster must not change a bit). The digests were computed with the sc
 was before it was rewritten for speed (main at 327a951: a pass for quoted spans, then a row
 array sorted afterwards); the jitted scanner, and its interpreted twin on part of the sample,
 must still give them. They change only if the rules change on purpose, or if the shared
-corpus does: re-pinned when the opposites gained inject/extract, encode/decode, manual/automatic, … and table
-rows their cell facts (issue 12, after the merge audit)."""
+corpus does: re-pinned when the opposites gained inject/extract, encode/decode,
+manual/automatic, … and table rows their cell facts (issue 12, after the merge audit)."""
 
 from __future__ import annotations
 
