@@ -21,6 +21,10 @@ Corpus: the English Markdown of ``../shared/data/corpus/opentelemetry.io/content
    ``CamelCase`` / ``camelCase``, backticked terms) lists the fact tokens of the removed text
    that its representative lacks. Target: ≤ 5 % of guarded near merges lose one. 30 guarded
    merges, sampled with a seeded RNG, are printed with both texts.
+3. **Salience filter audit.** Of the segments the default scorer puts below
+   ``SalienceThreshold`` (what the noise filter drops), the share that hold a fact token by the
+   same regex or eight or more words; target ≤ 10 %, on the English corpus and, in the full
+   run, on every language of the corpus.
 
 Model2Vec runs everything; the full run adds MiniLM on a seeded sample of the perturbed pairs
 (MiniLM embeds ~100 sentences/s on 2 cores).
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,7 +53,7 @@ MINILM_PAIRS_PER_KIND = 150
 SAMPLED_MERGES = 30
 QUICK_DOCS = 40
 TARGETS = {"number_max": 0.05, "negation_max": 0.05, "formatting_min": 0.98,
-           "audit_loss_max": 0.05}
+           "audit_loss_max": 0.05, "salience_holding_max": 0.10}
 # "formatting_md": the formatting pairs as the product ingests them from Markdown (both texts
 # through arrowdedup's Markdown extractor, which drops emphasis markers and joins wrapped
 # lines); "formatting" is the raw strings, as a plain-text or JSONL document holds them (the
@@ -257,20 +262,43 @@ def score_pairs(pairs: dict[str, pl.DataFrame], embedder: Any) -> dict[str, Any]
 
 def audit_frame(quick: bool) -> pl.DataFrame:
     """The English corpus, extracted, embedded with Model2Vec and scored (default salience)."""
+    files = sorted(p for p in ENGLISH.rglob("*.md") if p.is_file())
+    if quick:
+        pick = np.sort(np.random.default_rng(SEED).choice(len(files), QUICK_DOCS, replace=False))
+        files = [files[i] for i in pick]
+    return scored_frame(files)
+
+
+def scored_frame(files: list[Path]) -> pl.DataFrame:
+    """``files`` extracted, embedded with Model2Vec and scored by the default salience."""
     from arrowdedup.embed import Model2VecEmbedder
     from arrowdedup.job import extract_segments, with_embeddings
     from arrowdedup.salience import DefaultSalience
     from arrowdedup.schema import embeddings_from
 
-    files = sorted(p for p in ENGLISH.rglob("*.md") if p.is_file())
-    if quick:
-        pick = np.sort(np.random.default_rng(SEED).choice(len(files), QUICK_DOCS, replace=False))
-        files = [files[i] for i in pick]
     frame = extract_segments(files, root=CONTENT).segments
     vectors = Model2VecEmbedder(M2V).encode(frame.get_column("text").to_list())
     frame = with_embeddings(frame.drop("embedding", strict=False), np.asarray(vectors))
     values = DefaultSalience().score(frame, embeddings_from(frame))
     return frame.with_columns(pl.Series("salience", values, dtype=pl.Float32))
+
+
+def salience_audit(frame: pl.DataFrame, threshold: float) -> dict[str, Any]:
+    """What the default scorer's noise filter drops: the segments scored below
+    ``SalienceThreshold`` (but above 0, which is kept), and how many of them hold a fact token
+    by the audit regex or eight or more words (issue 12's target: at most 10 %)."""
+    filtered = frame.filter((pl.col("salience") > 0) & (pl.col("salience") < threshold))
+    texts = filtered.get_column("text").to_list()
+    words = filtered.get_column("text").str.count_matches(r"\S+").to_list()
+    holding = [t for t, w in zip(texts, words, strict=True) if fact_tokens(t) or w >= 8]
+    return {
+        "segments": frame.height,
+        "filtered": filtered.height,
+        "holding": len(holding),
+        "share_holding": len(holding) / filtered.height if filtered.height else None,
+        "examples_holding": holding[:15],
+        "examples_plain": [t for t in texts if t not in set(holding)][:15],
+    }
 
 
 def audit(frame: pl.DataFrame, guard: bool) -> dict[str, Any]:
@@ -340,6 +368,13 @@ def run(quick: bool) -> dict[str, Any]:
         scored[f"minilm (first {MINILM_PAIRS_PER_KIND} per kind)"] = score_pairs(
             sample, MiniLMEmbedder())
 
+    from arrowdedup.config import IngestionConfig
+
+    floor = IngestionConfig().salience_threshold
+    salience = {"English": salience_audit(frame, floor)}
+    if not quick:
+        every = sorted(p for p in CONTENT.rglob("*.md") if p.is_file())
+        salience["every language"] = salience_audit(scored_frame(every), floor)
     off, on = audit(frame, False), audit(frame, True)
     on_merges = on.pop("merges")
     off_merges = off.pop("merges")
@@ -380,6 +415,16 @@ def run(quick: bool) -> dict[str, Any]:
                         f"{TARGETS['audit_loss_max']:.0%}", off["share_losing"],
                         on["share_losing"], audit_met])
 
+    for label, r in salience.items():
+        share = r["share_holding"]
+        target_rows.append([
+            "model2vec", f"{label} corpus: segments the default scorer filters that hold a "
+            f"number, flag, identifier or 8+ words ≤ {TARGETS['salience_holding_max']:.0%}",
+            "–", share, share is not None and share <= TARGETS["salience_holding_max"]])
+    salience_rows = [[label, r["segments"], r["filtered"], r["holding"], r["share_holding"],
+                      "; ".join(_cell(t, 60) for t in r["examples_holding"][:6]) or "–",
+                      "; ".join(_cell(t, 60) for t in r["examples_plain"][:6]) or "–"]
+                     for label, r in salience.items()]
     audit_cols = ["fact guard", "segments", "kept", "near merges", "lose a fact token",
                   "share", "guard refusals", "ingest() s"]
     audit_rows = [[mode, r["segments"], r["kept"], r["near_merges"], r["lose_fact_token"],
@@ -402,6 +447,9 @@ def run(quick: bool) -> dict[str, Any]:
         table("Merge audit per segment type",
               ["segment type", "near (off)", "lose a token (off)", "near (on)",
                "lose a token (on)"], type_rows),
+        table(f"Segments the default scorer filters (salience in (0, {floor}), SalienceThreshold)",
+              ["corpus", "segments", "filtered", "hold a fact token or 8+ words", "share",
+               "examples holding one", "examples of plain noise"], salience_rows),
         table(f"{sampled.height} guarded near merges, sampled (seed {SEED})", merge_cols,
               _rows(sampled)),
         table(f"Guarded near merges that lose a fact token by the audit regex "
@@ -412,6 +460,7 @@ def run(quick: bool) -> dict[str, Any]:
     figures = {
         "perturbed": scored,
         "audit": {"guard_off": off, "guard_on": on},
+        "salience_filter": salience,
         "sampled_guarded_merges": sampled.to_dicts(),
         "guarded_merges_losing_a_token": losing_on.to_dicts(),
         "unguarded_merges_losing_a_token_count": int(

@@ -76,6 +76,19 @@ def test_perturbed_pairs_are_deterministic():
                                                   "Seven eight nine ten eleven twelve."]
 
 
+def test_salience_audit_counts_filtered_segments_that_hold_something():
+    frame = pl.DataFrame({
+        "text": ["Overview", "See `--max-bytes`", "Step 2", "a b c d e f g h", "Summary",
+                 "kept at zero", "kept high"],
+        "salience": [0.01, 0.02, 0.03, 0.04, 0.01, 0.0, 0.9]})
+    r = fact_audit.salience_audit(frame, 0.05)
+    assert (r["segments"], r["filtered"], r["holding"]) == (7, 5, 3)
+    assert r["share_holding"] == 3 / 5
+    assert r["examples_holding"] == ["See `--max-bytes`", "Step 2", "a b c d e f g h"]
+    assert r["examples_plain"] == ["Overview", "Summary"]
+    assert fact_audit.salience_audit(frame.head(0), 0.05)["share_holding"] is None
+
+
 def test_quick_run_reports_both_sides(tmp_path: Path):
     need(M2V_MODEL)
     need(OTEL_CONTENT)
@@ -93,5 +106,7 @@ def test_quick_run_reports_both_sides(tmp_path: Path):
     sampled = f["sampled_guarded_merges"]
     assert len(sampled) == min(fact_audit.SAMPLED_MERGES, on["near_merges"])
     assert all(m["removed_text"] and m["rep_text"] for m in sampled)
+    assert f["salience_filter"]["English"]["filtered"] >= f["salience_filter"]["English"][
+        "holding"]
     titles = [t["title"] for t in result["tables"]]
     assert any("sampled" in t for t in titles) and titles[0].startswith("Targets")
