@@ -22,7 +22,7 @@ from .config import DecayMode, DedupConfig, Mode, resolve_config
 from .hashing import JIT_MIN_ROWS, xxh64
 from .salience import DefaultSalience, SalienceScorer
 from .schema import Embeddings, SegmentsInput, read_segments, validate
-from .vectors import JIT_MIN_VALUES, dense_codes, dictionary_codes, input_rows_hint
+from .vectors import JIT_MIN_VALUES, dense_codes, dictionary_codes, input_rows_hint, without_column
 
 log = logging.getLogger("arrowdedup")
 
@@ -378,7 +378,7 @@ def kept_rows(frame: pl.DataFrame, mask: np.ndarray, emb: Embeddings | None) -> 
     embedding = pl.Series(column, pa.FixedSizeListArray.from_arrays(
         pa.array(values.reshape(-1)), int(dtype.size)))
     index = frame.columns.index(column)
-    return frame.drop(column).filter(pl.Series(mask)).insert_column(index, embedding)
+    return without_column(frame, column).filter(pl.Series(mask)).insert_column(index, embedding)
 
 
 def build_result(

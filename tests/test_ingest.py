@@ -325,3 +325,25 @@ def test_kept_rows_parallel_gather_equals_filter() -> None:
     want = frame.filter(pl.Series(mask))
     assert got.schema == want.schema
     assert got.equals(want)
+
+
+def test_kept_frame_of_a_chunked_input_equals_the_single_chunk_one() -> None:
+    # A file read by Arrow comes in chunks; the kept frame is assembled column by column (a
+    # projection of mixed chunking would rechunk the embeddings): same rows, same bits.
+    rng = np.random.default_rng(3)
+    n, d = 3000, 384  # above the size where the parallel row gather takes over
+    base = rng.standard_normal((n // 2, d)).astype(np.float32)
+    vecs = np.concatenate([base, base + 0.01 * rng.standard_normal(base.shape, np.float32)])
+    def word(i: int) -> str:  # letters, not digits: the fact guard lets the copies merge
+        return "".join(chr(97 + int(c)) for c in np.base_repr(i % (n // 2), 10))
+
+    texts = [f"about {word(i)}" + (" again" if i >= n // 2 else "") for i in range(n)]
+    frame = segments_frame(texts, list(vecs),
+                           doc_id=[f"d{i % (n // 2) % 7}" for i in range(n)])
+    chunked = pl.from_arrow(pa.Table.from_batches(frame.to_arrow().to_batches(max_chunksize=400)),
+                            rechunk=False)
+    assert isinstance(chunked, pl.DataFrame) and chunked.get_column("text").n_chunks() > 1
+    one, many = ingest(frame), ingest(chunked)
+    assert 0 < one.final_count < n
+    assert one.kept.equals(many.kept) and one.decisions.equals(many.decisions)
+    assert many.kept.columns == one.kept.columns

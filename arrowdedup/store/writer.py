@@ -291,11 +291,12 @@ def encode_bucket(
     """Serialise one bucket's kept rows and decisions (rows in input order inside the bucket)
     and the builders' parts; pure: equal inputs give equal bytes, in any process."""
     from ..hashing import xxh64
+    from ..vectors import without_column
 
     t0 = time.perf_counter()
     name = part_name(bucket)
     has_embedding = "embedding" in kept.columns
-    seg = kept.drop("embedding") if has_embedding else kept
+    seg = without_column(kept, "embedding") if has_embedding else kept
     files = [(f"{SEGMENTS}/{name}.parquet", parquet_bytes(seg.to_arrow()), kept.height),
              (f"{DECISIONS}/{name}.parquet", parquet_bytes(decisions.to_arrow()),
               decisions.height)]
