@@ -296,39 +296,52 @@ def _pread_rows(path: str, spans: list[tuple[int, int, int]], rows: np.ndarray,
         os.close(fd)
 
 
+def _take_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``rows`` (increasing) of ``table`` as one chunk, taken record batch by record batch: the
+    input's columns are never combined into one copy, and no string column is converted
+    (Polars would first convert the whole table's strings to its own layout, once per bucket).
+    One chunk, because Polars rechunks every column of a frame whose columns are chunked
+    differently (the embeddings beside them are one chunk)."""
+    parts = []
+    start = 0
+    for batch in table.to_batches():
+        lo, hi = np.searchsorted(rows, [start, start + batch.num_rows])
+        if hi > lo:
+            parts.append(batch.take(pa.array(rows[lo:hi] - start)))
+        start += batch.num_rows
+    if not parts:
+        return table.slice(0, 0)
+    return pa.Table.from_batches(parts, schema=table.schema).combine_chunks()
+
+
 def _gather_mapped(path: str, table: pa.Table, rows: np.ndarray, base: int,
                    size: int) -> pa.Table:
-    """``rows`` of a memory-mapped IPC table, as a Polars gather of it would give them.
+    """``rows`` (increasing) of a memory-mapped IPC table.
 
     Fixed-width list columns (the embeddings, most of the bytes) are read from the file with
     ``preadv`` instead of through the mapping: a bucket's rows lie in runs of one document
     spread over the whole file, and faulting them in maps far more of the file than is read
     (the kernel maps whole folios around each fault: measured on the 250k-row benchmark file,
-    one bucket's 25 MB of embeddings mapped 180 MB), all of it resident until the bucket's
-    table is dropped. The other columns are gathered by Polars across the mapped chunks
-    (~6x faster than pyarrow's take, without combining them into one copy of the file).
+    one bucket's 25 MB of embeddings mapped 180 MB), all of it resident until the run ends.
+    The other columns are taken from the mapping batch by batch (:func:`_take_rows`).
     """
     direct = {}
-    # os.preadv is POSIX (Linux, macOS 11+, BSD); elsewhere every column goes through Polars.
+    # os.preadv is POSIX (Linux, macOS 11+, BSD); elsewhere every column is taken.
     for name in table.column_names if hasattr(os, "preadv") else ():
         spans = _fixed_rows(table.column(name), base, size)
         if spans is not None:
             direct[name] = spans
-    frame = pl.from_arrow(table.drop_columns(list(direct)) if direct else table,
-                          rechunk=False)
-    assert isinstance(frame, pl.DataFrame)
-    part = frame[rows]
+    part = _take_rows(table.drop_columns(list(direct)) if direct else table, rows)
     for name, spans in direct.items():
-        kind = table.schema.field(name).type
+        field = table.schema.field(name)
+        kind = field.type
         values = np.empty((rows.size, kind.list_size),
                           dtype=kind.value_type.to_pandas_dtype())
         _pread_rows(path, spans, rows, values)
         array = pa.FixedSizeListArray.from_arrays(
             pa.array(values.reshape(-1), type=kind.value_type), kind.list_size)
-        series = pl.from_arrow(array)
-        assert isinstance(series, pl.Series)
-        part = part.insert_column(table.column_names.index(name), series.alias(name))
-    return part.to_arrow()
+        part = part.add_column(table.column_names.index(name), field, array)
+    return part
 
 
 def _bucket_ids(table: pa.Table, buckets: int) -> np.ndarray:
@@ -338,6 +351,23 @@ def _bucket_ids(table: pa.Table, buckets: int) -> np.ndarray:
     if not pa.types.is_string(ids.type):
         ids = pc.cast(ids, pa.string())
     return bucket_of(ids, buckets)
+
+
+@dataclasses.dataclass
+class SourceCache:
+    """What the buckets of one local run share of their input files: each file's mapping and
+    the bucket of each of its rows. Mapped once per run, the pages of a file's non-embedding
+    columns fault in once, not once per bucket (a bucket's rows are spread over the whole
+    file, so each fresh mapping faulted nearly all of them in again)."""
+
+    mapped: dict[str, tuple[pa.Table, int, int]] = dataclasses.field(default_factory=dict)
+    ids: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    def mapping(self, path: str) -> tuple[pa.Table, int, int]:
+        found = self.mapped.get(path)
+        if found is None:
+            found = self.mapped[path] = _mapped_at(path)
+        return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -358,7 +388,7 @@ class BucketSource:
     def open(self, key: str) -> pa.Table:
         return self.tables[int(key[4:])] if key.startswith("mem:") else _mapped(key)
 
-    def read(self, bucket: int, cache: dict[str, np.ndarray] | None = None) -> pa.Table | None:
+    def read(self, bucket: int, cache: SourceCache | None = None) -> pa.Table | None:
         if self.partitioned:
             path = self.files[bucket]
             return _mapped(path) if path else None
@@ -366,24 +396,22 @@ class BucketSource:
         for path in self.files:
             if path.startswith("mem:"):
                 table, base, size = self.open(path), 0, 0
+            elif cache is not None:
+                table, base, size = cache.mapping(path)
             else:
                 table, base, size = _mapped_at(path)
-            ids = cache.get(path) if cache is not None else None
+            ids = cache.ids.get(path) if cache is not None else None
             if ids is None:
                 ids = _bucket_ids(table, self.buckets)
                 if cache is not None:
-                    cache[path] = ids
+                    cache.ids[path] = ids
             rows = np.flatnonzero(ids == bucket)
             if rows.size == table.num_rows:
                 parts.append(table)
             elif rows.size and size:
                 parts.append(_gather_mapped(path, table, rows, base, size))
             elif rows.size:
-                # Polars gathers across the chunks ~6x faster than pyarrow's take, without
-                # combining them (which would copy the whole table).
-                frame = pl.from_arrow(table, rechunk=False)
-                assert isinstance(frame, pl.DataFrame)
-                parts.append(frame[rows].to_arrow())
+                parts.append(_take_rows(table, rows))
         if not parts:
             return None
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
@@ -561,7 +589,7 @@ def process_bucket(
     source: BucketSource,
     bucket: int,
     job: BucketJob,
-    cache: dict[str, np.ndarray] | None = None,
+    cache: SourceCache | None = None,
     force: bool = False,
 ) -> tuple[BucketOutput, BucketSummary] | None:
     """Ingest and encode one bucket (the unit of work of both engines); ``None`` when empty
@@ -591,9 +619,10 @@ def _local(source: BucketSource, job: BucketJob
     ``LOCAL_AHEAD + 1`` buckets are in memory."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    cache: dict[str, np.ndarray] = {}
+    cache = SourceCache()
     for path in () if source.partitioned else source.files:
-        cache[path] = _bucket_ids(source.open(path), source.buckets)
+        table = source.open(path) if path.startswith("mem:") else cache.mapping(path)[0]
+        cache.ids[path] = _bucket_ids(table, source.buckets)
     if source.buckets == 1:
         done = process_bucket(source, 0, job, cache)
         if done is not None:
