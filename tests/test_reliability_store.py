@@ -324,6 +324,35 @@ def test_write_failure_keeps_the_old_version(inputs: tuple[Path, Path], tmp_path
     assert not (root / LOCK).exists()
 
 
+def test_a_failed_background_fsync_fails_the_commit(inputs: tuple[Path, Path], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Data files are fsynced on a background thread as they are written: an error there (an
+    I/O error of the disk) fails the run at the commit, before any switch."""
+    from arrowdedup.store import writer
+
+    root = tmp_path / "s"
+    ingest_to_store([inputs[0]], root)
+    before = _snapshot(root)
+    real = writer.fsync_file
+    seen = []
+
+    def failing(path: Path) -> None:
+        seen.append(path)
+        if "embeddings" in path.parts:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(path)
+
+    monkeypatch.setattr(writer, "fsync_file", failing)
+    with pytest.raises(StoreError) as info:
+        ingest_to_store([inputs[1]], root, replace=True)
+    assert "previous version is intact" in str(info.value)
+    assert any("embeddings" in p.parts for p in seen)
+    monkeypatch.undo()
+    assert _snapshot(root) == before
+    assert not list((root / "versions").glob(".tmp-*"))
+    assert not (root / LOCK).exists()
+
+
 @contextlib.contextmanager
 def _tiny_disk(path: Path, size: str) -> Iterator[Path]:
     path.mkdir()

@@ -25,6 +25,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -364,6 +365,10 @@ class StoreWriter:
         self.timings: dict[str, float] = {"write": 0.0, "index": 0.0, "commit": 0.0}
         self._last_bucket = -1
         self._id_hashes: list[np.ndarray] = []
+        # Each data file is fsynced on a background thread as soon as it is written, so the
+        # disk writes back while the next buckets are computed instead of all at the commit.
+        self._syncer: ThreadPoolExecutor | None = None
+        self._synced: list[Future[None]] = []
         self._stack = contextlib.ExitStack()
         self.tmp: Path | None = None
         self.final: Path | None = None
@@ -385,9 +390,13 @@ class StoreWriter:
         except BaseException:
             self._stack.close()
             raise
+        self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arrowdedup-fsync")
         return self
 
     def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
+        if self._syncer is not None:  # no fsync may still run on the files removed next
+            self._syncer.shutdown(wait=True, cancel_futures=True)
+            self._syncer = None
         end_run(self.root, self.tmp, self._stack, err)
 
     def _write(self, rel: str, data: bytes | pa.Buffer, rows: int | None) -> None:
@@ -397,6 +406,8 @@ class StoreWriter:
         with open(path, "wb") as fh:
             fh.write(data)
         self.written.append(path)
+        if self._syncer is not None:
+            self._synced.append(self._syncer.submit(fsync_file, path))
         self.files[rel] = {"rows": rows, CHECKSUM: checksum_bytes(data)}
 
     def add_file(self, rel: str, data: bytes | pa.Buffer, rows: int | None) -> None:
@@ -446,8 +457,6 @@ class StoreWriter:
         by a caller that holds them whole.
         """
         assert self.tmp is not None and self.final is not None
-        from concurrent.futures import ThreadPoolExecutor
-
         t_commit = time.perf_counter()
         _check_unique_ids(self._id_hashes, self.tmp)
         if self._last_bucket < 0:  # an empty input still gets an (empty) bucket 0
@@ -466,7 +475,10 @@ class StoreWriter:
         ours = set(self.written)
         indexed = sorted(p for p in self.tmp.rglob("*") if p.is_file() and p not in ours)
         with ThreadPoolExecutor(max_workers=4) as pool:
-            list(pool.map(fsync_file, [*self.written, *indexed]))
+            background = len(self._synced)
+            list(pool.map(fsync_file, [*self.written[background:], *indexed]))
+            for done in self._synced:  # raises the first fsync error of the background
+                done.result()
             # Files the builders wrote (the BM25 index) are checksummed like the data files,
             # so `verify` notices a damaged index too; they have no row count.
             for path, digest in zip(indexed, pool.map(checksum_file, indexed), strict=True):
