@@ -113,15 +113,14 @@ class DeltaWriter:
         end_run(self.root, self.tmp, self._stack, err)
 
     def _write(self, rel: str, data: Any, rows: int | None) -> None:
-        from .writer import checksum_bytes
+        from .writer import write_data_file
 
         assert self.tmp is not None
         path = self.tmp / self.layer / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as fh:
-            fh.write(data)
+        digest = write_data_file(path, data)
         fsync_file(path)
-        self.files[f"{self.layer}/{rel}"] = {"rows": rows, "xxh3_128": checksum_bytes(data)}
+        self.files[f"{self.layer}/{rel}"] = {"rows": rows, "xxh3_128": digest}
 
     def write(
         self,

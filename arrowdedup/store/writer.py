@@ -215,7 +215,8 @@ class BucketOutput:
     """One bucket, encoded and ready to write: what a worker (thread or Ray task) returns."""
 
     bucket: int
-    files: list[tuple[str, Any, int]]  # (path in the version, file bytes or buffer, rows)
+    # (path in the version, file bytes or buffer or a table written as IPC, rows)
+    files: list[tuple[str, Any, int]]
     kept_rows: int
     embedding_dim: int | None
     documents: pa.Table | None
@@ -245,11 +246,45 @@ def parquet_bytes(table: pa.Table) -> pa.Buffer:
     return sink.getvalue()
 
 
-def ipc_bytes(table: pa.Table) -> pa.Buffer:
-    sink = pa.BufferOutputStream()
-    with ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
+class _HashingSink:
+    """A binary file that hashes what is written to it (for ``pa.PythonFile``: an IPC file is
+    streamed to disk and checksummed in one pass; Arrow hands the body buffers over without
+    a copy)."""
+
+    def __init__(self, fh: Any, algo: str = CHECKSUM) -> None:
+        self.fh = fh
+        self.hasher = _hasher(algo)
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        self.hasher.update(data)
+        return int(self.fh.write(data))
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+    def tell(self) -> int:
+        return int(self.fh.tell())
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:  # the caller's ``with open(...)`` closes the file itself
+        self.closed = True
+
+
+def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table) -> str:
+    """Write one file of a version and return its checksum. Bytes and buffers are written as
+    they are; a table is written as an Arrow IPC file straight to disk (no in-memory copy of
+    the file first: for the embeddings that copy was as large as the file)."""
+    with open(path, "wb") as fh:
+        if isinstance(data, pa.Table):
+            sink = _HashingSink(fh)
+            with ipc.new_file(pa.PythonFile(sink, mode="w"), data.schema) as writer:
+                writer.write_table(data)
+            return str(sink.hasher.hexdigest())
+        fh.write(data)
+    return checksum_bytes(data)
 
 
 def embeddings_table(kept: pl.DataFrame) -> tuple[pa.Table, int | None]:
@@ -304,7 +339,7 @@ def encode_bucket(
     dim = None
     if has_embedding:
         table, dim = embeddings_table(kept)
-        files.append((f"{EMBEDDINGS}/{name}.arrow", ipc_bytes(table), kept.height))
+        files.append((f"{EMBEDDINGS}/{name}.arrow", table, kept.height))
     counts = {str(a): int(c) for a, c in
               decisions.get_column("action").value_counts().iter_rows()}
     timings = {"encode": time.perf_counter() - t0}
@@ -399,16 +434,15 @@ class StoreWriter:
             self._syncer = None
         end_run(self.root, self.tmp, self._stack, err)
 
-    def _write(self, rel: str, data: bytes | pa.Buffer, rows: int | None) -> None:
+    def _write(self, rel: str, data: bytes | pa.Buffer | pa.Table, rows: int | None) -> None:
         assert self.tmp is not None
         path = self.tmp / rel
         path.parent.mkdir(exist_ok=True)
-        with open(path, "wb") as fh:
-            fh.write(data)
+        digest = write_data_file(path, data)
         self.written.append(path)
         if self._syncer is not None:
             self._synced.append(self._syncer.submit(fsync_file, path))
-        self.files[rel] = {"rows": rows, CHECKSUM: checksum_bytes(data)}
+        self.files[rel] = {"rows": rows, CHECKSUM: digest}
 
     def add_file(self, rel: str, data: bytes | pa.Buffer, rows: int | None) -> None:
         """Write one more file of the version (listed and checksummed like the buckets')."""
