@@ -205,3 +205,11 @@ def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path) -> None:
                 assert [c.num_chunks for c in got.columns] == \
                     [c.num_chunks for c in want.columns]
         assert list(cache.mapped) == [str(path)] and list(cache.ids) == [str(path)]
+    # An in-memory table of several chunks takes its rows the same way.
+    chunked = pa.Table.from_batches(table.to_batches(max_chunksize=333))
+    memory = job.BucketSource(("mem:0",), buckets, False, table.num_rows, tables=(chunked,))
+    for b in range(buckets):
+        got, want = memory.read(b), _gathered([chunked], b, buckets)
+        assert got is not None and want is not None
+        assert got.schema.equals(want.schema) and got.equals(want), b
+        assert [c.num_chunks for c in got.columns] == [c.num_chunks for c in want.columns]
