@@ -14,10 +14,11 @@ document lies wholly in one bucket (``xxh64(doc_id) % buckets``), so a bucket is
 job: the corpus is processed one bucket at a time and a corpus larger than memory works.
 Rows reach a bucket without loading the corpus:
 
-- Arrow IPC *files* are memory-mapped and each bucket takes its rows from them: the
-  embeddings (fixed-width lists) with ``preadv`` straight into the bucket's array, the other
-  columns gathered from the mapping (faulting scattered rows in through the mapping would map,
-  and count as resident, several times the bytes read);
+- Arrow IPC *files* are memory-mapped (once per run by the local engine) and each bucket
+  takes its rows from them: the embeddings (fixed-width lists) with ``preadv`` straight into
+  the bucket's array (faulting scattered rows in through the mapping would map, and count as
+  resident, several times the bytes read), the other columns taken from the mapping record
+  batch by record batch;
 - in-memory tables (and documents after extraction and embedding) are used as they are, and
   Parquet inputs up to ``memory_budget`` (default 2 GiB uncompressed, local engine) are read
   whole, which is faster than a round trip through the disk;
@@ -26,7 +27,9 @@ Rows reach a bucket without loading the corpus:
   per bucket in a temporary directory of the store, which is then memory-mapped the same way.
 
 Peak memory is bounded by the largest bucket (its rows, the ingest result, the encoded files)
-plus the doc_id column of one input file and one record batch; raise ``buckets`` to lower it.
+plus the doc_id column of one input file and one record batch, plus the mapped pages of the
+input files' non-embedding columns (file-backed: the kernel can drop them); raise ``buckets``
+to lower it.
 
 Engines: ``local`` runs the buckets in order in this process (the kernels use the threads;
 the next bucket is prepared while one is written); ``ray`` runs one plain Ray task per bucket
