@@ -391,18 +391,21 @@ class BucketSource:
     def open(self, key: str) -> pa.Table:
         return self.tables[int(key[4:])] if key.startswith("mem:") else _mapped(key)
 
+    def table_of(self, path: str, cache: SourceCache | None = None
+                 ) -> tuple[pa.Table, int, int]:
+        """One input's table, the address of its file mapping and the mapping's size (0, 0
+        for an in-memory table); files are mapped through ``cache`` when one is given."""
+        if path.startswith("mem:"):
+            return self.open(path), 0, 0
+        return cache.mapping(path) if cache is not None else _mapped_at(path)
+
     def read(self, bucket: int, cache: SourceCache | None = None) -> pa.Table | None:
         if self.partitioned:
             path = self.files[bucket]
             return _mapped(path) if path else None
         parts = []
         for path in self.files:
-            if path.startswith("mem:"):
-                table, base, size = self.open(path), 0, 0
-            elif cache is not None:
-                table, base, size = cache.mapping(path)
-            else:
-                table, base, size = _mapped_at(path)
+            table, base, size = self.table_of(path, cache)
             ids = cache.ids.get(path) if cache is not None else None
             if ids is None:
                 ids = _bucket_ids(table, self.buckets)
@@ -624,8 +627,7 @@ def _local(source: BucketSource, job: BucketJob
 
     cache = SourceCache()
     for path in () if source.partitioned else source.files:
-        table = source.open(path) if path.startswith("mem:") else cache.mapping(path)[0]
-        cache.ids[path] = _bucket_ids(table, source.buckets)
+        cache.ids[path] = _bucket_ids(source.table_of(path, cache)[0], source.buckets)
     if source.buckets == 1:
         done = process_bucket(source, 0, job, cache)
         if done is not None:
