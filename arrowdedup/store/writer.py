@@ -401,8 +401,9 @@ class StoreWriter:
         self._last_bucket = -1
         self._id_hashes: list[np.ndarray] = []
         # Each data file is fsynced on a background thread as soon as it is written, so the
-        # disk writes back while the next buckets are computed instead of all at the commit.
-        self._syncer: ThreadPoolExecutor | None = None
+        # disk writes back while the next buckets are computed instead of all at the commit
+        # (the executor starts its thread at the first file).
+        self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arrowdedup-fsync")
         self._synced: list[Future[None]] = []
         self._stack = contextlib.ExitStack()
         self.tmp: Path | None = None
@@ -425,13 +426,11 @@ class StoreWriter:
         except BaseException:
             self._stack.close()
             raise
-        self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arrowdedup-fsync")
         return self
 
     def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
-        if self._syncer is not None:  # no fsync may still run on the files removed next
-            self._syncer.shutdown(wait=True, cancel_futures=True)
-            self._syncer = None
+        # No fsync may still run on the files removed next.
+        self._syncer.shutdown(wait=True, cancel_futures=True)
         end_run(self.root, self.tmp, self._stack, err)
 
     def _write(self, rel: str, data: bytes | pa.Buffer | pa.Table, rows: int | None) -> None:
@@ -440,8 +439,7 @@ class StoreWriter:
         path.parent.mkdir(exist_ok=True)
         digest = write_data_file(path, data)
         self.written.append(path)
-        if self._syncer is not None:
-            self._synced.append(self._syncer.submit(fsync_file, path))
+        self._synced.append(self._syncer.submit(fsync_file, path))
         self.files[rel] = {"rows": rows, CHECKSUM: digest}
 
     def add_file(self, rel: str, data: bytes | pa.Buffer, rows: int | None) -> None:
@@ -509,8 +507,7 @@ class StoreWriter:
         ours = set(self.written)
         indexed = sorted(p for p in self.tmp.rglob("*") if p.is_file() and p not in ours)
         with ThreadPoolExecutor(max_workers=4) as pool:
-            background = len(self._synced)
-            list(pool.map(fsync_file, [*self.written[background:], *indexed]))
+            list(pool.map(fsync_file, indexed))  # the data files are synced in the background
             for done in self._synced:  # raises the first fsync error of the background
                 done.result()
             # Files the builders wrote (the BM25 index) are checksummed like the data files,
