@@ -8,6 +8,7 @@ import numba
 import numpy as np
 
 from ._facts_jit import conflict
+from ._prefetch_jit import prefetch_row
 from .kernels import DROPPED_EXACT, FILTERED, KEPT, MERGED_NEAR, KernelPlan, Outputs
 
 
@@ -53,8 +54,14 @@ def _scan_group(rows: np.ndarray, p: KernelPlan, sel_of_class: np.ndarray, out: 
     cand = np.empty(d, dtype=np.float32)
     thr = np.float32(p.threshold)
     nsel = 0
+    if m > 0:
+        prefetch_row(p.matrix, rows[0])
     for i in range(m):
         r = rows[i]
+        # The rows are visited in group order, scattered over the matrix: fetch the next
+        # candidate's row while this one is compared (see _prefetch_jit).
+        if i + 1 < m:
+            prefetch_row(p.matrix, rows[i + 1])
         if filtered_or_exact(r, p, sel_of_class, out):
             continue
         c = p.hash_class[r]
