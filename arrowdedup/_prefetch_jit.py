@@ -9,8 +9,10 @@ and never changes a result, only when the bytes arrive.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
+import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -20,7 +22,7 @@ _LINE_BYTES = 64  # one request per cache line of the row
 
 
 @intrinsic
-def prefetch_row(typingctx: Any, matrix: Any, row: Any) -> Any:
+def _prefetch_row(typingctx: Any, matrix: Any, row: Any) -> Any:
     """``prefetch_row(matrix, r)``: start loading row ``r`` of a 2-D array into the cache."""
     if not isinstance(matrix, types.Array) or matrix.ndim != 2:
         return None
@@ -56,3 +58,7 @@ def prefetch_row(typingctx: Any, matrix: Any, row: Any) -> Any:
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+# What jitted callers see: the typing context is Numba's, not an argument of theirs.
+prefetch_row = cast(Callable[[np.ndarray, int], None], _prefetch_row)
