@@ -6,6 +6,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ._intrinsics_jit import load_u32, load_u64
+
 _P1 = np.uint64(0x9E3779B185EBCA87)
 _P2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _P3 = np.uint64(0x165667B19E3779F9)
@@ -16,22 +18,6 @@ _P5 = np.uint64(0x27D4EB2F165667C5)
 @numba.njit(inline="always")
 def _rotl(x: np.uint64, r: int) -> np.uint64:
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
-
-
-@numba.njit(inline="always")
-def _read64(data: np.ndarray, i: int) -> np.uint64:
-    v = np.uint64(0)
-    for k in range(8):
-        v |= np.uint64(data[i + k]) << np.uint64(8 * k)
-    return v
-
-
-@numba.njit(inline="always")
-def _read32(data: np.ndarray, i: int) -> np.uint64:
-    v = np.uint64(0)
-    for k in range(4):
-        v |= np.uint64(data[i + k]) << np.uint64(8 * k)
-    return v
 
 
 @numba.njit(inline="always")
@@ -59,10 +45,10 @@ def xxh64_inline(data: np.ndarray, start: int, end: int) -> np.uint64:
         v4 = np.uint64(0) - _P1
         limit = end - 32
         while i <= limit:
-            v1 = _round(v1, _read64(data, i))
-            v2 = _round(v2, _read64(data, i + 8))
-            v3 = _round(v3, _read64(data, i + 16))
-            v4 = _round(v4, _read64(data, i + 24))
+            v1 = _round(v1, load_u64(data, i))
+            v2 = _round(v2, load_u64(data, i + 8))
+            v3 = _round(v3, load_u64(data, i + 16))
+            v4 = _round(v4, load_u64(data, i + 24))
             i += 32
         h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
         h = _merge(h, v1)
@@ -73,11 +59,11 @@ def xxh64_inline(data: np.ndarray, start: int, end: int) -> np.uint64:
         h = _P5
     h = h + np.uint64(length)
     while i + 8 <= end:
-        h = h ^ _round(np.uint64(0), _read64(data, i))
+        h = h ^ _round(np.uint64(0), load_u64(data, i))
         h = _rotl(h, 27) * _P1 + _P4
         i += 8
     if i + 4 <= end:
-        h = h ^ (_read32(data, i) * _P1)
+        h = h ^ (load_u32(data, i) * _P1)
         h = _rotl(h, 23) * _P2 + _P3
         i += 4
     while i < end:

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 
 from ._facts_jit import conflict
-from ._prefetch_jit import prefetch_row
+from ._intrinsics_jit import prefetch_row
 from .kernels import DROPPED_EXACT, FILTERED, KEPT, MERGED_NEAR, KernelPlan, Outputs
 
 
@@ -59,7 +59,7 @@ def _scan_group(rows: np.ndarray, p: KernelPlan, sel_of_class: np.ndarray, out: 
     for i in range(m):
         r = rows[i]
         # The rows are visited in group order, scattered over the matrix: fetch the next
-        # candidate's row while this one is compared (see _prefetch_jit).
+        # candidate's row while this one is compared (see _intrinsics_jit).
         if i + 1 < m:
             prefetch_row(p.matrix, rows[i + 1])
         if filtered_or_exact(r, p, sel_of_class, out):

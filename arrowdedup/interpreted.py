@@ -25,6 +25,10 @@ from typing import Any
 # Modules whose twin may be built, and which a twin imports as twins.
 JITTED = frozenset({"arrowdedup._hashing_jit", "arrowdedup.fact_scan", "arrowdedup._facts_jit"})
 
+# Jitted-only modules and the pure-Python module a twin imports in place of each: the names it
+# takes from them mean the same in both.
+STAND_INS = {"arrowdedup._intrinsics_jit": "arrowdedup._byte_loads"}
+
 _lock = threading.RLock()  # a twin builds the twins it imports
 
 
@@ -55,6 +59,8 @@ def _importer(package: str) -> Callable[..., Any]:
         absolute = importlib.util.resolve_name("." * level + name, package) if level else name
         if absolute in JITTED:
             return twin(absolute)
+        if absolute in STAND_INS:
+            return importlib.import_module(STAND_INS[absolute])
         return builtins.__import__(name, globals, locals, fromlist, level)
 
     return imp
