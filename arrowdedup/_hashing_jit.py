@@ -100,6 +100,25 @@ def _xxh64_many(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
+def _xxh64_views(views: np.ndarray, data: np.ndarray, bases: np.ndarray) -> np.ndarray:
+    """XXH64 of each string of an Arrow ``string_view`` array: a view is 16 bytes, the length
+    (int32) then either the string itself (up to 12 bytes) or a 4-byte prefix, the buffer
+    index and the offset in that buffer; the buffers lie end to end in ``data``, buffer ``b``
+    from ``bases[b]``."""
+    n = views.shape[0] // 16
+    out = np.empty(n, dtype=np.uint64)
+    for r in numba.prange(n):
+        at = 16 * r
+        length = int(load_u32(views, at))
+        if length <= 12:
+            out[r] = _xxh64_one(views, at + 4, at + 4 + length)
+        else:
+            start = bases[int(load_u32(views, at + 8))] + int(load_u32(views, at + 12))
+            out[r] = _xxh64_one(data, start, start + length)
+    return out
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
 def _hex_many(hashes: np.ndarray, table: np.ndarray) -> np.ndarray:
     n = hashes.shape[0]
     out = np.empty(n * 16, dtype=np.uint8)

@@ -34,10 +34,41 @@ def _buffers(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]
     return offsets, data
 
 
+def _views(array: pa.Array | pa.ChunkedArray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The views (uint8, 16 bytes per string), the data buffers end to end and where each
+    buffer starts in them, of a ``string_view`` column without nulls; None when it is
+    anything else (which is cast to ``large_string`` instead)."""
+    if isinstance(array, pa.ChunkedArray):
+        if array.num_chunks != 1:
+            return None
+        array = array.chunk(0)
+    if not pa.types.is_string_view(array.type) or array.null_count:
+        return None
+    buffers = array.buffers()
+    start = 16 * array.offset
+    views = np.frombuffer(buffers[1], dtype=np.uint8)[start : start + 16 * len(array)]
+    parts = [np.frombuffer(b, dtype=np.uint8) for b in buffers[2:] if b is not None]
+    sizes = np.array([p.shape[0] for p in parts], dtype=np.int64)
+    bases = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    # One buffer (an Arrow large_string converted by Polars) is used as it is; Polars' own
+    # columns hold several, joined here: a copy of the text bytes, as the cast would make.
+    data = parts[0] if len(parts) == 1 else (
+        np.concatenate(parts) if parts else np.zeros(1, np.uint8))
+    return views, data, bases
+
+
 def xxh64(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """XXH64 (seed 0) of each string's raw UTF-8 bytes (null as empty), as uint64."""
+    """XXH64 (seed 0) of each string's raw UTF-8 bytes (null as empty), as uint64.
+
+    A ``string_view`` column (what Polars hands out at ``CompatLevel.newest()``, without a
+    copy) is hashed through its views; any other string type is cast to ``large_string``."""
     if len(array) == 0:
         return np.empty(0, dtype=np.uint64)
+    if len(array) >= JIT_MIN_ROWS and (views := _views(array)) is not None:
+        from ._hashing_jit import _xxh64_views
+
+        return _xxh64_views(*views)  # type: ignore[no-any-return]
     offsets, data = _buffers(array)
     if offsets.shape[0] - 1 < JIT_MIN_ROWS:
         import xxhash

@@ -26,3 +26,27 @@ def test_sliced_chunked_and_view_arrays() -> None:
     assert [int(v) for v in xxh64(arr.slice(1))] == expected[1:]
     assert [int(v) for v in xxh64(pa.chunked_array([arr[:2], arr[2:]]))] == expected
     assert [int(v) for v in xxh64(arr.cast(pa.string_view()))] == expected
+
+
+def test_large_string_view_columns_hash_through_their_views() -> None:
+    """Above the jit threshold a string_view column is hashed through its views: inline
+    strings (up to 12 bytes) and out-of-line ones, Polars' own arrays (several data buffers),
+    one buffer, slices and nulls (by the cast) all equal the xxhash package."""
+    import polars as pl
+
+    from arrowdedup.hashing import JIT_MIN_ROWS, _views
+
+    texts = [("x" * (i % 40)) + f"{i}γ" for i in range(JIT_MIN_ROWS * 3)]
+    expected = [xxhash.xxh64_intdigest(t.encode()) for t in texts]
+    views = pl.Series(texts).to_arrow(compat_level=pl.CompatLevel.newest())
+    assert pa.types.is_string_view(views.type) and len(views.buffers()) > 3
+    assert _views(views) is not None
+    one = pa.array(texts, type=pa.large_string()).cast(pa.string_view())
+    assert len(one.buffers()) == 3
+    assert [int(v) for v in xxh64(one)] == expected
+    assert [int(v) for v in xxh64(views)] == expected
+    assert [int(v) for v in xxh64(views.slice(JIT_MIN_ROWS + 7))] == expected[JIT_MIN_ROWS + 7:]
+    several = pa.concat_arrays([views.slice(0, JIT_MIN_ROWS), views.slice(JIT_MIN_ROWS)])
+    assert [int(v) for v in xxh64(several)] == expected
+    with_null = pa.array([*texts[:-1], None], type=pa.string_view())
+    assert [int(v) for v in xxh64(with_null)] == [*expected[:-1], xxhash.xxh64_intdigest(b"")]
