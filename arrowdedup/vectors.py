@@ -161,13 +161,17 @@ def dictionary_codes(series: pl.Series, *, null_code: bool = True
                      ) -> tuple[np.ndarray, int, pa.Array]:
     """:func:`dense_codes` and the distinct strings they number: codes follow the order of
     first appearance, so ``dictionary[code]`` lists the values as they first occur."""
-    arr = single_chunk(series.cast(pl.String).to_arrow())
-    if pa.types.is_string_view(arr.type):
-        arr = arr.cast(pa.large_string())
+    # Encoded as Polars' string views (handed out without a copy; the default compat level
+    # rebuilds a large_string column first); only the distinct values are cast back, so the
+    # dictionary keeps the type it always had.
+    arr = single_chunk(series.cast(pl.String).to_arrow(compat_level=pl.CompatLevel.newest()))
     encoded = pc.dictionary_encode(arr)
-    n_values = len(encoded.dictionary)
+    dictionary = encoded.dictionary
+    if not pa.types.is_large_string(dictionary.type):
+        dictionary = dictionary.cast(pa.large_string())
+    n_values = len(dictionary)
     codes = encoded.indices.fill_null(n_values).to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes, n_values + (1 if null_code else 0), encoded.dictionary
+    return codes, n_values + (1 if null_code else 0), dictionary
 
 
 def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embeddings | None:
