@@ -40,6 +40,7 @@ import numpy as np
 
 from .common import (
     RESULTS,
+    ROOT,
     SHARED_DATA,
     git_commit,
     machine,
@@ -342,9 +343,10 @@ def part_real(quick: bool) -> list[dict[str, Any]]:
     return out
 
 
-def tree_rss() -> int:
-    """Resident bytes of this process and all its descendants (Ray's raylet, GCS, workers)."""
-    pids = [os.getpid()]
+def tree_rss(root: int | None = None) -> int:
+    """Resident bytes of process ``root`` (default: this one) and all its descendants (Ray's
+    raylet, GCS, workers)."""
+    pids = [os.getpid() if root is None else root]
     total = 0
     seen: set[int] = set()
     while pids:
@@ -368,47 +370,83 @@ def measured_tree(fn: Callable[[], Any]) -> tuple[float, int, Any]:
     return _sampled(fn, tree_rss, 0.02, tree_rss())
 
 
+ENGINE_SIDES = ("init", "local", "ray")
+
+
+def engine_side(side: str, src: str, out: str) -> float:
+    """One side of the engines part, in this (fresh) process: seconds from the call, imports
+    excluded. ``init``: Ray's own start-up, ``ray.init`` and its shutdown."""
+    from arrowdedup.job import ingest_to_store, ray_start
+
+    if side == "init":
+        import ray
+
+        start = time.perf_counter()
+        ray_start(None)
+        elapsed = time.perf_counter() - start
+        ray.shutdown()
+        return elapsed
+    start = time.perf_counter()
+    ingest_to_store([src], out, buckets=16, engine=side)
+    return time.perf_counter() - start
+
+
+def run_engine_side(side: str, src: Path, out: Path) -> tuple[float, int]:
+    """(seconds, peak resident bytes of the side's whole process tree) of one side in a fresh
+    process: the parent samples the child and its descendants, Ray's daemons and workers."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.scale", "--engine-side", side, "--src", str(src),
+         "--dest", str(out)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss(proc.pid))
+        time.sleep(0.02)
+    stdout, stderr = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"engine side {side} failed: {stderr.strip()[-2000:]}")
+    return float(stdout.strip().splitlines()[-1]), peak
+
+
 def part_engines(quick: bool) -> dict[str, Any]:
+    """Local and Ray engines, and Ray's start-up alone, each run in a fresh process (no side
+    keeps a warm Numba or warm workers from an earlier run), interleaved round by round."""
     import tempfile
 
     import pyarrow.feather as feather
-
-    from arrowdedup.job import ingest_to_store, ray_start
 
     from .corpus import make_corpus
 
     docs = 400 if quick else 20_000
     corpus = make_corpus(docs, 50, 384, near_fraction=0.5, seed=11)
-    out: dict[str, Any] = {"docs": docs, "segments": corpus.n, "repeats": 3}
+    out: dict[str, Any] = {"docs": docs, "segments": corpus.n, "repeats": 3,
+                           "fresh_processes": True}
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
         src = Path(tmp) / "in.arrow"
         feather.write_feather(corpus.table, src, compression="uncompressed")
         del corpus
-        import ray
-
-        inits = []
-        for _ in range(3):
-            start = time.perf_counter()
-            ray_start(None)
-            inits.append(time.perf_counter() - start)
-            ray.shutdown()
-        out["ray_init_s"] = statistics.median(inits)
-        stores = {}
-        for engine in ("local", "ray"):
-            secs, peaks = [], []
-            for i in range(3):
-                store = Path(tmp) / f"{engine}-{i}"
-                elapsed, peak, _ = measured_tree(lambda e=engine, s=store: ingest_to_store(
-                    [src], s, buckets=16, engine=e))
-                secs.append(elapsed)
-                peaks.append(peak)
-                stores[engine] = store
-                print(f"   engine {engine} run {i + 1}: {elapsed:.2f} s, tree peak "
+        secs: dict[str, list[float]] = {side: [] for side in ENGINE_SIDES}
+        peaks: dict[str, list[int]] = {side: [] for side in ENGINE_SIDES}
+        stores: dict[str, Path] = {}
+        for i in range(3):
+            for side in ENGINE_SIDES:
+                store = Path(tmp) / f"{side}-{i}"
+                elapsed, peak = run_engine_side(side, src, store)
+                secs[side].append(elapsed)
+                peaks[side].append(peak)
+                stores[side] = store
+                print(f"   engine side {side} run {i + 1}: {elapsed:.2f} s, tree peak "
                       f"{peak / 2**20:.0f} MB", flush=True)
-            out[f"{engine}_s"] = statistics.median(secs)
-            out[f"{engine}_min_s"], out[f"{engine}_max_s"] = min(secs), max(secs)
-            out[f"{engine}_peak_mb"] = max(peaks) / 2**20
         out["identical"] = same_data_files(stores["local"], stores["ray"])
+    out["ray_init_s"] = statistics.median(secs["init"])
+    for engine in ("local", "ray"):
+        out[f"{engine}_s"] = statistics.median(secs[engine])
+        out[f"{engine}_min_s"], out[f"{engine}_max_s"] = min(secs[engine]), max(secs[engine])
+        out[f"{engine}_peak_mb"] = max(peaks[engine]) / 2**20
+    out["runs_s"] = secs
     out["ray_budget_s"] = 1.2 * (out["local_s"] + out["ray_init_s"])
     out["ray_within_budget"] = out["ray_s"] <= out["ray_budget_s"]
     return out
@@ -497,8 +535,10 @@ def tables(figures: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(table(
             f"Engines: {eng['segments']:,} segments in {eng['docs']:,} documents, Arrow IPC "
             "file to store, 16 buckets, BM25 index included (wall, median of "
-            f"{eng.get('repeats', 1)}; peak memory of the whole process tree, Ray workers "
-            "included)",
+            f"{eng.get('repeats', 1)}"
+            + ("; every run, ray.init's included, in a fresh process, the sides interleaved"
+               if eng.get("fresh_processes") else "")
+            + "; peak memory of the whole process tree, Ray workers included)",
             ["local s", "ray s", "ray.init s", "time target", "local peak MB", "ray peak MB",
              "memory target", "identical data files"],
             [[eng["local_s"], eng["ray_s"], eng.get("ray_init_s"), verdict,
@@ -555,7 +595,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--parts", default="exact,crossover,real,hard,engines")
     parser.add_argument("--out", type=Path, default=None)
+    # One side of the engines part in this process (run_engine_side starts it).
+    parser.add_argument("--engine-side", choices=ENGINE_SIDES, default=None)
+    parser.add_argument("--src", default=None)
+    parser.add_argument("--dest", default=None)
     args = parser.parse_args()
+    if args.engine_side:
+        print(engine_side(args.engine_side, args.src, args.dest), flush=True)
+        return
     parts = tuple(p.strip() for p in args.parts.split(","))
     out_dir = args.out or (RESULTS / "quick" if args.quick else RESULTS)
     out_dir.mkdir(parents=True, exist_ok=True)
