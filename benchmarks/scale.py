@@ -343,23 +343,47 @@ def part_real(quick: bool) -> list[dict[str, Any]]:
     return out
 
 
-def tree_rss(root: int | None = None) -> int:
-    """Resident bytes of process ``root`` (default: this one) and all its descendants (Ray's
-    raylet, GCS, workers)."""
-    pids = [os.getpid() if root is None else root]
-    total = 0
-    seen: set[int] = set()
+def _tree_pids(root: int) -> list[int]:
+    pids, seen = [root], []
     while pids:
         pid = pids.pop()
         if pid in seen:
             continue
-        seen.add(pid)
+        seen.append(pid)
         try:
-            with open(f"/proc/{pid}/statm") as fh:
-                total += int(fh.read().split()[1]) * PAGE
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as fh:
                     pids.extend(int(c) for c in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return seen
+
+
+def tree_rss(root: int | None = None) -> int:
+    """Resident bytes of process ``root`` (default: this one) and all its descendants (Ray's
+    raylet, GCS, workers), summed: a page several processes map (the memory-mapped input,
+    Ray's object store) counts once per process."""
+    total = 0
+    for pid in _tree_pids(os.getpid() if root is None else root):
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                total += int(fh.read().split()[1]) * PAGE
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def tree_pss(root: int) -> int:
+    """The proportional set size of the same tree: a shared page is split among the processes
+    that map it, so the sum is the memory the tree holds, each page once."""
+    total = 0
+    for pid in _tree_pids(root):
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
         except (OSError, ValueError):
             continue
     return total
@@ -373,27 +397,30 @@ def measured_tree(fn: Callable[[], Any]) -> tuple[float, int, Any]:
 ENGINE_SIDES = ("init", "local", "ray")
 
 
-def engine_side(side: str, src: str, out: str) -> float:
+def engine_side(side: str, src: str, out: str) -> dict[str, float]:
     """One side of the engines part, in this (fresh) process: seconds from the call, imports
-    excluded. ``init``: Ray's own start-up, ``ray.init`` and its shutdown."""
+    excluded. ``init``: Ray's own start-up (``ray.init``, which imports Ray), and apart from it
+    its shutdown, which a Ray run of ``ingest_to_store`` also pays inside the call."""
     from arrowdedup.job import ingest_to_store, ray_start
 
     if side == "init":
-        import ray
-
         start = time.perf_counter()
         ray_start(None)
         elapsed = time.perf_counter() - start
+        import ray
+
+        start = time.perf_counter()
         ray.shutdown()
-        return elapsed
+        return {"seconds": elapsed, "shutdown_s": time.perf_counter() - start}
     start = time.perf_counter()
     ingest_to_store([src], out, buckets=16, engine=side)
-    return time.perf_counter() - start
+    return {"seconds": time.perf_counter() - start}
 
 
-def run_engine_side(side: str, src: Path, out: Path) -> tuple[float, int]:
-    """(seconds, peak resident bytes of the side's whole process tree) of one side in a fresh
-    process: the parent samples the child and its descendants, Ray's daemons and workers."""
+def run_engine_side(side: str, src: Path, out: Path) -> tuple[dict[str, float], int, int]:
+    """(the side's answer, peak resident bytes and peak proportional set size of its whole
+    process tree) of one side in a fresh process: the parent samples the child and its
+    descendants, Ray's daemons and workers."""
     import subprocess
     import sys
 
@@ -401,14 +428,15 @@ def run_engine_side(side: str, src: Path, out: Path) -> tuple[float, int]:
         [sys.executable, "-m", "benchmarks.scale", "--engine-side", side, "--src", str(src),
          "--dest", str(out)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = 0
+    peak = peak_pss = 0
     while proc.poll() is None:
         peak = max(peak, tree_rss(proc.pid))
+        peak_pss = max(peak_pss, tree_pss(proc.pid))
         time.sleep(0.02)
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"engine side {side} failed: {stderr.strip()[-2000:]}")
-    return float(stdout.strip().splitlines()[-1]), peak
+    return json.loads(stdout.strip().splitlines()[-1]), peak, peak_pss
 
 
 def part_engines(quick: bool) -> dict[str, Any]:
@@ -430,19 +458,26 @@ def part_engines(quick: bool) -> dict[str, Any]:
         del corpus
         secs: dict[str, list[float]] = {side: [] for side in ENGINE_SIDES}
         peaks: dict[str, list[int]] = {side: [] for side in ENGINE_SIDES}
+        pss: dict[str, list[int]] = {side: [] for side in ENGINE_SIDES}
+        shutdowns: list[float] = []
         stores: dict[str, Path] = {}
         for i in range(3):
             for side in ENGINE_SIDES:
                 store = Path(tmp) / f"{side}-{i}"
-                elapsed, peak = run_engine_side(side, src, store)
-                secs[side].append(elapsed)
+                answer, peak, peak_pss = run_engine_side(side, src, store)
+                secs[side].append(answer["seconds"])
+                if "shutdown_s" in answer:
+                    shutdowns.append(answer["shutdown_s"])
                 peaks[side].append(peak)
+                pss[side].append(peak_pss)
                 stores[side] = store
-                print(f"   engine side {side} run {i + 1}: {elapsed:.2f} s, tree peak "
-                      f"{peak / 2**20:.0f} MB", flush=True)
+                print(f"   engine side {side} run {i + 1}: {answer['seconds']:.2f} s, tree "
+                      f"peak {peak / 2**20:.0f} MB (PSS {peak_pss / 2**20:.0f} MB)", flush=True)
         out["identical"] = same_data_files(stores["local"], stores["ray"])
     out["ray_init_s"] = statistics.median(secs["init"])
+    out["ray_shutdown_s"] = statistics.median(shutdowns)
     for engine in ("local", "ray"):
+        out[f"{engine}_peak_pss_mb"] = max(pss[engine]) / 2**20
         out[f"{engine}_s"] = statistics.median(secs[engine])
         out[f"{engine}_min_s"], out[f"{engine}_max_s"] = min(secs[engine]), max(secs[engine])
         out[f"{engine}_peak_mb"] = max(peaks[engine]) / 2**20
@@ -539,10 +574,18 @@ def tables(figures: dict[str, Any]) -> list[dict[str, Any]]:
             + ("; every run, ray.init's included, in a fresh process, the sides interleaved"
                if eng.get("fresh_processes") else "")
             + "; peak memory of the whole process tree, Ray workers included)",
-            ["local s", "ray s", "ray.init s", "time target", "local peak MB", "ray peak MB",
-             "memory target", "identical data files"],
-            [[eng["local_s"], eng["ray_s"], eng.get("ray_init_s"), verdict,
-              eng.get("local_peak_mb"), eng.get("ray_peak_mb"), memory, eng["identical"]]]))
+            ["local s", "ray s", "ray.init s", "ray.shutdown s", "time target", "local peak MB",
+             "ray peak MB", "memory target", "local PSS MB", "ray PSS MB",
+             "identical data files"],
+            [[eng["local_s"], eng["ray_s"], eng.get("ray_init_s"),
+              eng.get("ray_shutdown_s", "–"), verdict, eng.get("local_peak_mb"),
+              eng.get("ray_peak_mb"), memory, eng.get("local_peak_pss_mb", "–"),
+              eng.get("ray_peak_pss_mb", "–"), eng["identical"]]],
+            "Peak MB: resident memory of the process tree summed over its processes (a page "
+            "several processes map, such as the memory-mapped input or Ray's object store, "
+            "counts once per process); the verdict is on it. PSS: the same tree's proportional "
+            "set size, each page counted once. ray.shutdown is not part of the start-up the "
+            "time target allows; a Ray run pays it inside the call."))
     parts = figures.get("parts") or {}
     if parts:
         out.append(table("Parts: each records the commit it was measured at",
@@ -601,7 +644,7 @@ def main() -> None:
     parser.add_argument("--dest", default=None)
     args = parser.parse_args()
     if args.engine_side:
-        print(engine_side(args.engine_side, args.src, args.dest), flush=True)
+        print(json.dumps(engine_side(args.engine_side, args.src, args.dest)), flush=True)
         return
     parts = tuple(p.strip() for p in args.parts.split(","))
     out_dir = args.out or (RESULTS / "quick" if args.quick else RESULTS)
