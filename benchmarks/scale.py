@@ -628,8 +628,16 @@ def headline(result: dict[str, Any]) -> list[str]:
                      f"(recall {r['hyperplane_recall']:.4f})")
     eng = figures.get("engines")
     if eng:
-        lines.append(f"1M segments to a store: local {eng['local_s']:.1f} s, Ray "
-                     f"{eng['ray_s']:.1f} s (identical: {eng['identical']})")
+        line = (f"1M segments to a store: local {eng['local_s']:.1f} s, Ray "
+                f"{eng['ray_s']:.1f} s (identical: {eng['identical']})")
+        if eng.get("ray_budget_s"):
+            peak_gb = max(eng.get("local_peak_mb") or 0.0, eng.get("ray_peak_mb") or 0.0) / 1024
+            line += (f"; Ray target ≤ {eng['ray_budget_s']:.1f} s = 1.2 × (local + ray.init "
+                     f"{eng['ray_init_s']:.1f} s): "
+                     f"{'met' if eng['ray_s'] <= eng['ray_budget_s'] else 'MISSED'}; "
+                     f"process-tree peak {peak_gb:.2f} GB (≤ {RSS_TARGET_GB:.0f} GB: "
+                     f"{'met' if peak_gb <= RSS_TARGET_GB else 'MISSED'})")
+        lines.append(line)
     return lines
 
 
