@@ -33,9 +33,11 @@ to lower it.
 
 Engines: ``local`` runs the buckets in order in this process (the kernels use the threads;
 the next bucket is prepared while one is written); ``ray`` runs one plain Ray task per bucket
-(each the same single-process code, with one kernel thread) and writes their outputs in bucket
-order, so both engines write byte-identical data files. Decisions never depend on the bucket
-count.
+(each the same single-process code, with one kernel thread). A task on the driver's machine
+writes its bucket's files into the new version's staging directory itself (nothing large
+crosses Ray's object store); one elsewhere returns the bytes and the driver writes them. The
+writer takes the buckets in bucket order either way, so both engines write byte-identical data
+files. Decisions never depend on the bucket count.
 
 Stage timings (:data:`STAGES`, the same keys for every input): ``extract`` and ``embed``
 (documents only, 0 otherwise), ``partition``, the stages of :func:`arrowdedup.ingest` summed
@@ -80,6 +82,7 @@ from .store import (
     encode_bucket,
     open_store,
     prepare_root,
+    write_staged,
 )
 from .store.delta import fingerprint_file
 from .store.fingerprint import FINGERPRINT_KIND
@@ -589,6 +592,18 @@ class BucketJob:
     threads: int | None
     indexes: tuple[IndexBuilder, ...] = ()
     scorer: Any = None
+    # A Ray task running on ``node`` (the driver's Ray node) writes its bucket's files into
+    # ``staging`` (the writer's version directory) itself, instead of returning their bytes.
+    staging: str | None = None
+    node: str | None = None
+
+
+def _on_driver_node(node: str | None) -> bool:
+    if node is None:
+        return False
+    import ray
+
+    return bool(ray.get_runtime_context().get_node_id() == node)
 
 
 def process_bucket(
@@ -615,6 +630,10 @@ def process_bucket(
     # Each document's input fingerprint, for a later `--update` (store.fingerprint).
     out.files.append(fingerprint_file(bucket, table))
     timings = {**result.timings, **out.timings}
+    if job.staging is not None and _on_driver_node(job.node):
+        start = time.perf_counter()
+        out = write_staged(job.staging, out)
+        timings["write"] = time.perf_counter() - start
     return out, BucketSummary(documents=result.documents, timings=timings)
 
 
@@ -658,18 +677,23 @@ def ray_start(address: str | None) -> bool:
     return True
 
 
-def _ray(source: BucketSource, job: BucketJob, address: str | None
-         ) -> Iterator[tuple[BucketOutput, BucketSummary]]:
+def _ray(source: BucketSource, job: BucketJob, address: str | None,
+         staging: Path | None = None) -> Iterator[tuple[BucketOutput, BucketSummary]]:
+    """Buckets as Ray tasks, in order. Tasks on the driver's node write their files into
+    ``staging`` (the writer's version directory) themselves; on other nodes they return the
+    bytes, which the driver writes."""
     started = ray_start(address)
     import ray
 
+    pending: dict[int, Any] = {}
     try:
         task = ray.remote(num_cpus=1)(process_bucket)
         # A bounded window of tasks in flight keeps the driver's memory near a few buckets.
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
-        pending: dict[int, Any] = {}
         nxt = 0
-        one_thread = dataclasses.replace(job, threads=1)
+        node = ray.get_runtime_context().get_node_id() if staging is not None else None
+        one_thread = dataclasses.replace(job, threads=1, node=node,
+                                         staging=str(staging) if staging is not None else None)
         for b in range(source.buckets):
             while nxt < source.buckets and len(pending) < window:
                 pending[nxt] = task.remote(source, nxt, one_thread)
@@ -678,6 +702,10 @@ def _ray(source: BucketSource, job: BucketJob, address: str | None
             if done is not None:
                 yield done
     finally:
+        # A run that stops early leaves no task writing into a staging directory that the
+        # writer is about to remove.
+        for ref in pending.values():
+            ray.cancel(ref)
         if started:
             ray.shutdown()
 
@@ -911,7 +939,8 @@ def ingest_to_store(
             src = stack.enter_context(bucket_source(inputs, buckets, store_root, budget,
                                                     in_memory=engine == "local"))
         timings["partition"] = time.perf_counter() - start - sum(timings.values())
-        stream = _local(src, job) if engine == "local" else _ray(src, job, ray_address)
+        stream = (_local(src, job) if engine == "local"
+                  else _ray(src, job, ray_address, writer.staging))
         documents: list[pl.DataFrame] = []
         ticked = 0
         with progress.bar("deduplicating buckets", src.buckets, quiet=quiet) as tick:
@@ -932,9 +961,10 @@ def ingest_to_store(
             writer.commit(documents=pl.concat(documents, how="vertical_relaxed"),
                           timings=_timings({**timings, **sums}))
     timings.update(sums)
-    # The writer's own time: file writes and checksums, the index builders' merge and finish
-    # (beside the workers' tokenizing), and the commit.
-    timings["write"] = writer.timings["write"]
+    # The writers' own time: file writes and checksums (the driver's, and Ray tasks' that
+    # wrote their bucket themselves), the index builders' merge and finish (beside the
+    # workers' tokenizing), and the commit.
+    timings["write"] = sums.get("write", 0.0) + writer.timings["write"]
     timings["index"] = sums.get("index", 0.0) + writer.timings["index"]
     timings["commit"] = writer.timings["commit"]
     timings["total"] = time.perf_counter() - start

@@ -161,3 +161,36 @@ def test_store_without_embeddings(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s")
     assert store.vectors() is None
     assert "embedding" not in store.segments().collect().columns
+
+
+def test_buckets_a_worker_wrote_itself_give_the_same_store(tmp_path: Path) -> None:
+    """A bucket whose files a worker wrote into the staging directory (what a Ray task on the
+    driver's node does) lands as if the writer had written it; a staged file that is missing
+    is refused and the old store stays; a task that comes late, after the run removed its
+    staging directory, fails instead of recreating it."""
+    from arrowdedup.store import StoreWriter, encode_bucket, write_staged
+
+    result = ingest(corpus())
+    out = encode_bucket(0, result.kept, result.decisions, None, result.embedding_dim)
+
+    def build(root: Path, staged: bool) -> Path:
+        with StoreWriter(root, buckets=1, config=result.config) as writer:
+            writer.add(write_staged(writer.staging, out) if staged else out)
+            return writer.commit(documents=result.documents)
+
+    plain, staged = build(tmp_path / "a", False), build(tmp_path / "b", True)
+    assert data_files(plain) == data_files(staged)
+    files_of = lambda v: json.loads((v / "manifest.json").read_text())["files"]  # noqa: E731
+    assert files_of(plain) == files_of(staged)
+
+    with pytest.raises(StoreError, match="not there"), \
+            StoreWriter(tmp_path / "b", buckets=1, config=result.config) as writer:
+        lost = write_staged(writer.staging, out)
+        (writer.staging / lost.files[0][0]).unlink()
+        writer.add(lost)
+    assert open_store(tmp_path / "b").version == staged.resolve()
+    assert not list((tmp_path / "b" / "versions").glob(".tmp-*"))
+
+    with pytest.raises(FileNotFoundError):
+        write_staged(tmp_path / "ended", out)
+    assert not (tmp_path / "ended").exists()

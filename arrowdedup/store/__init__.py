@@ -28,11 +28,13 @@ from .writer import (
     PAUSE_ENV,
     BucketOutput,
     IndexBuilder,
+    StagedFile,
     StoreWriter,
     checksum_file,
     encode_bucket,
     prepare_root,
     sha256_file,
+    write_staged,
 )
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "VERSIONS",
     "BucketOutput",
     "IndexBuilder",
+    "StagedFile",
     "Store",
     "StoreWriter",
     "StoredVectors",
@@ -62,4 +65,5 @@ __all__ = [
     "prepare_root",
     "sha256_file",
     "store_lock",
+    "write_staged",
 ]

@@ -226,6 +226,33 @@ class BucketOutput:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class StagedFile:
+    """A file of a bucket that a worker already wrote into the writer's staging directory
+    (:attr:`StoreWriter.staging`), and its checksum: in place of the file's bytes in
+    :attr:`BucketOutput.files`."""
+
+    checksum: str
+
+
+def write_staged(staging: str | Path, out: BucketOutput) -> BucketOutput:
+    """``out`` with its files written under ``staging`` by this process, as :class:`StagedFile`
+    entries. A Ray task on the driver's machine does this, so its bucket reaches the disk
+    without travelling through Ray's object store to the driver (which held every bucket in
+    flight in shared memory: 0.7 GB of the driver's 1 GB at 1M rows). The writer still fsyncs
+    each file and lists it in the manifest; a run that fails removes the directory as before.
+    """
+    staging = Path(staging)
+    files: list[tuple[str, Any, int]] = []
+    for rel, data, rows in out.files:
+        path = staging / rel
+        # Never the staging directory itself: when it is gone the run has ended, and a late
+        # task must fail instead of leaving a directory behind.
+        path.parent.mkdir(exist_ok=True)
+        files.append((rel, StagedFile(write_data_file(path, data)), rows))
+    return dataclasses.replace(out, files=files)
+
+
 # Columns whose values repeat across many rows: only these are dictionary-encoded. For a
 # column of unique values (segment_id, text) the writer would build a dictionary and then
 # fall back to plain pages, which costs time and bytes (measured on a 62,500-row bucket of
@@ -433,11 +460,27 @@ class StoreWriter:
         self._syncer.shutdown(wait=True, cancel_futures=True)
         end_run(self.root, self.tmp, self._stack, err)
 
-    def _write(self, rel: str, data: bytes | pa.Buffer | pa.Table, rows: int | None) -> None:
+    @property
+    def staging(self) -> Path:
+        """The directory this version is written into until the commit renames it (inside
+        the block only): where :func:`write_staged` puts a worker's files."""
+        if self.tmp is None:
+            raise StoreError("the store writer has no staging directory outside its block")
+        return self.tmp
+
+    def _write(self, rel: str, data: bytes | pa.Buffer | pa.Table | StagedFile,
+               rows: int | None) -> None:
         assert self.tmp is not None
         path = self.tmp / rel
-        path.parent.mkdir(exist_ok=True)
-        digest = write_data_file(path, data)
+        if isinstance(data, StagedFile):
+            if not path.is_file():
+                raise StoreError(f"{rel} was reported written into {self.tmp} but is not there; "
+                                 "the staging directory must be on the driver's file system "
+                                 "(run the job again)")
+            digest = data.checksum
+        else:
+            path.parent.mkdir(exist_ok=True)
+            digest = write_data_file(path, data)
         self.written.append(path)
         self._synced.append(self._syncer.submit(fsync_file, path))
         self.files[rel] = {"rows": rows, CHECKSUM: digest}
