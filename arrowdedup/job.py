@@ -598,6 +598,17 @@ class BucketJob:
     node: str | None = None
 
 
+def _driver_node() -> str | None:
+    """The Ray node this driver runs on; None through Ray Client (``ray://``), whose driver
+    process and files are on a machine that is no node of the cluster."""
+    import ray
+    from ray.util.client import ray as client
+
+    if client.is_connected():
+        return None
+    return str(ray.get_runtime_context().get_node_id())
+
+
 def _on_driver_node(node: str | None) -> bool:
     if node is None:
         return False
@@ -691,7 +702,7 @@ def _ray(source: BucketSource, job: BucketJob, address: str | None,
         # A bounded window of tasks in flight keeps the driver's memory near a few buckets.
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         nxt = 0
-        node = ray.get_runtime_context().get_node_id() if staging is not None else None
+        node = _driver_node() if staging is not None else None
         one_thread = dataclasses.replace(job, threads=1, node=node,
                                          staging=str(staging) if staging is not None else None)
         for b in range(source.buckets):
