@@ -716,7 +716,7 @@ def _ray(source: BucketSource, job: BucketJob, address: str | None,
         # A run that stops early leaves no task writing into a staging directory that the
         # writer is about to remove.
         for ref in pending.values():
-            ray.cancel(ref)
+            ray.cancel(ref, force=True)  # our tasks hold nothing a killed worker could lose
         if started:
             ray.shutdown()
 
@@ -952,6 +952,11 @@ def ingest_to_store(
         timings["partition"] = time.perf_counter() - start - sum(timings.values())
         stream = (_local(src, job) if engine == "local"
                   else _ray(src, job, ray_address, writer.staging))
+        # Closed before the writer's exit, so a failed run cancels its Ray tasks before the
+        # staging directory they may write into is removed.
+        close = getattr(stream, "close", None)
+        if close is not None:
+            stack.callback(close)
         documents: list[pl.DataFrame] = []
         ticked = 0
         with progress.bar("deduplicating buckets", src.buckets, quiet=quiet) as tick:

@@ -165,11 +165,26 @@ def test_cli_mode_and_engine_options(inputs, tmp_path):
 def test_ray_engine_is_byte_identical_to_local(inputs, tmp_path):
     ray = pytest.importorskip("ray")
     ingest_to_store([inputs["parquet"]], tmp_path / "local", buckets=6)
+    # Two documents in different buckets sharing a segment id: the commit's global check
+    # refuses the run after the tasks wrote their buckets into the staging directory.
+    bad = corpus()
+    first_id = bad.get_column("segment_id")[0]
+    bad = bad.with_columns(pl.when(pl.int_range(pl.len()) == pl.len() - 1)
+                           .then(pl.lit(first_id)).otherwise(pl.col("segment_id"))
+                           .alias("segment_id"))
+    bad_path = tmp_path / "bad.arrow"
+    feather.write_feather(bad.to_arrow(), bad_path, compression="uncompressed")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         ingest_to_store([inputs["parquet"]], tmp_path / "ray", buckets=6, engine="ray")
+        before = data_files(tmp_path / "ray")
+        with pytest.raises(SchemaError, match="duplicate values across documents"):
+            ingest_to_store([bad_path], tmp_path / "ray", buckets=6, engine="ray", replace=True)
     finally:
         ray.shutdown()
-    assert data_files(tmp_path / "local") == data_files(tmp_path / "ray")
+    assert data_files(tmp_path / "local") == before
+    # The failed run left the store as it was, its staged bucket files removed with it.
+    assert data_files(tmp_path / "ray") == before
+    assert not list((tmp_path / "ray" / "versions").glob(".tmp-*"))
     assert open_store(tmp_path / "ray").manifest["engine"] == "ray"
     assert pa is not None
