@@ -411,7 +411,7 @@ def _line_facts(rows: pl.Series, lines: pl.Series) -> tuple[np.ndarray, np.ndarr
         return None
     from .hashing import xxh64
 
-    hashes = xxh64(frame.get_column("line").to_arrow())
+    hashes = xxh64(frame.get_column("line"))
     facts = (hashes & LOW_BITS) | (np.uint64(IDENTIFIER) << KIND_SHIFT)
     return frame.get_column("row").to_numpy().astype(np.int64), facts
 

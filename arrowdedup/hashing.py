@@ -10,9 +10,13 @@ gives the lowercase hex digest.
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import polars as pl
 
 JIT_MIN_ROWS = 4096
 
@@ -58,11 +62,16 @@ def _views(array: pa.Array | pa.ChunkedArray
     return views, data, bases
 
 
-def xxh64(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def xxh64(array: pa.Array | pa.ChunkedArray | pl.Series) -> np.ndarray:
     """XXH64 (seed 0) of each string's raw UTF-8 bytes (null as empty), as uint64.
 
-    A ``string_view`` column (what Polars hands out at ``CompatLevel.newest()``, without a
-    copy) is hashed through its views; any other string type is cast to ``large_string``."""
+    A Polars string column is taken as its string views (``CompatLevel.newest()``: no copy;
+    the default level rebuilds the column as ``large_string`` first). A ``string_view`` column
+    is hashed through its views; any other string type is cast to ``large_string``."""
+    if not isinstance(array, (pa.Array, pa.ChunkedArray)):
+        import polars as pl
+
+        array = array.to_arrow(compat_level=pl.CompatLevel.newest())
     if len(array) == 0:
         return np.empty(0, dtype=np.uint64)
     if len(array) >= JIT_MIN_ROWS and (views := _views(array)) is not None:

@@ -45,6 +45,7 @@ def test_large_string_view_columns_hash_through_their_views() -> None:
     assert len(one.buffers()) == 3
     assert [int(v) for v in xxh64(one)] == expected
     assert [int(v) for v in xxh64(views)] == expected
+    assert [int(v) for v in xxh64(pl.Series(texts))] == expected  # a Polars column as it is
     assert [int(v) for v in xxh64(views.slice(JIT_MIN_ROWS + 7))] == expected[JIT_MIN_ROWS + 7:]
     several = pa.concat_arrays([views.slice(0, JIT_MIN_ROWS), views.slice(JIT_MIN_ROWS)])
     assert [int(v) for v in xxh64(several)] == expected

@@ -386,7 +386,7 @@ def with_content_hash(segments: pl.DataFrame) -> pl.DataFrame:
         # The same rule as pdflayout.mask_digits (every run of digits -> "0"), columnar.
         texts = pl.select(pl.when(furniture).then(texts.str.replace_all(r"\d+", "0"))
                           .otherwise(texts)).to_series()
-    hashes = pl.Series("content_hash", to_hex(xxh64(texts.to_arrow())), dtype=pl.String)
+    hashes = pl.Series("content_hash", to_hex(xxh64(texts)), dtype=pl.String)
     if "content_hash" in segments.columns:
         hashes = segments.get_column("content_hash").cast(pl.String).fill_null(hashes)
     return segments.with_columns(hashes)

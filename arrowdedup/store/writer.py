@@ -377,7 +377,7 @@ def encode_bucket(
         bucket=bucket, files=files, kept_rows=kept.height,
         embedding_dim=dim or embedding_dim,
         documents=documents.to_arrow() if documents is not None else None, counts=counts,
-        segment_id_hashes=xxh64(decisions.get_column("segment_id").cast(pl.String).to_arrow()),
+        segment_id_hashes=xxh64(decisions.get_column("segment_id").cast(pl.String)),
         index_parts=parts, timings=timings,
     )
 
