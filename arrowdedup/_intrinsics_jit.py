@@ -54,25 +54,19 @@ def _unaligned_load(bits: int) -> Any:
     return load
 
 
-_load64 = _unaligned_load(64)
-_load32 = _unaligned_load(32)
+def _register(python_fn: Callable[..., Any], load: Any) -> None:
+    """Give the Python function (which the interpreted twins run) its jitted meaning."""
+
+    @overload(python_fn, inline="always")
+    def _jitted(data: Any, i: Any) -> Any:
+        def impl(data: Any, i: Any) -> Any:  # annotated as the typing function (Numba compares)
+            return load(data, i)
+
+        return impl
 
 
-# The jitted meaning of the Python functions (which the interpreted twins run).
-@overload(load_u64, inline="always")
-def _load_u64_jit(data: Any, i: Any) -> Any:
-    def impl(data: Any, i: Any) -> Any:  # annotated as the typing function (Numba compares them)
-        return _load64(data, i)
-
-    return impl
-
-
-@overload(load_u32, inline="always")
-def _load_u32_jit(data: Any, i: Any) -> Any:
-    def impl(data: Any, i: Any) -> Any:  # annotated as the typing function (Numba compares them)
-        return _load32(data, i)
-
-    return impl
+_register(load_u64, _unaligned_load(64))
+_register(load_u32, _unaligned_load(32))
 
 
 @intrinsic
