@@ -242,14 +242,8 @@ def write_staged(staging: str | Path, out: BucketOutput) -> BucketOutput:
     flight in shared memory: 0.7 GB of the driver's 1 GB at 1M rows). The writer still fsyncs
     each file and lists it in the manifest; a run that fails removes the directory as before.
     """
-    staging = Path(staging)
-    files: list[tuple[str, Any, int]] = []
-    for rel, data, rows in out.files:
-        path = staging / rel
-        # Never the staging directory itself: when it is gone the run has ended, and a late
-        # task must fail instead of leaving a directory behind.
-        path.parent.mkdir(exist_ok=True)
-        files.append((rel, StagedFile(write_data_file(path, data)), rows))
+    files = [(rel, StagedFile(write_into(Path(staging), rel, data)), rows)
+             for rel, data, rows in out.files]
     return dataclasses.replace(out, files=files)
 
 
@@ -298,6 +292,15 @@ class _HashingSink:
 
     def close(self) -> None:  # the caller's ``with open(...)`` closes the file itself
         self.closed = True
+
+
+def write_into(version: Path, rel: str, data: bytes | pa.Buffer | pa.Table) -> str:
+    """Write file ``rel`` of the version being built in ``version``; its checksum. Only the
+    file's own directory is created, never ``version`` itself: when that is gone the run has
+    ended, and a late writer (a Ray task) must fail instead of leaving a directory behind."""
+    path = version / rel
+    path.parent.mkdir(exist_ok=True)
+    return write_data_file(path, data)
 
 
 def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table) -> str:
@@ -479,8 +482,7 @@ class StoreWriter:
                                  "(run the job again)")
             digest = data.checksum
         else:
-            path.parent.mkdir(exist_ok=True)
-            digest = write_data_file(path, data)
+            digest = write_into(self.tmp, rel, data)
         self.written.append(path)
         self._synced.append(self._syncer.submit(fsync_file, path))
         self.files[rel] = {"rows": rows, CHECKSUM: digest}
