@@ -17,6 +17,7 @@ import pytest
 from test_pipeline import corpus
 
 from arrowdedup import JobResult, StoreError, ingest, ingest_to_store, open_store
+from arrowdedup.config import resolve_config
 from arrowdedup.job import STAGES
 from arrowdedup.store import INV_NORM, atomic_write_bytes, store_lock
 from tests.conftest import M2V_MODEL, need
@@ -213,3 +214,52 @@ def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path) -> None:
         assert got is not None and want is not None
         assert got.schema.equals(want.schema) and got.equals(want), b
         assert [c.num_chunks for c in got.columns] == [c.num_chunks for c in want.columns]
+
+
+def test_a_ray_worker_reuses_its_mapping_until_the_file_changes(tmp_path: Path) -> None:
+    """The tasks one Ray worker runs share one SourceCache per input (as the local engine's
+    threads do); a file rewritten since is mapped afresh, so no task reads stale rows."""
+    from arrowdedup import job
+
+    frame = corpus(docs=12, per_doc=10)
+    path = tmp_path / "in.arrow"
+    feather.write_feather(frame.to_arrow(), path, compression="uncompressed")
+    source = job.BucketSource((str(path),), 3, False, frame.height)
+    bjob = job.BucketJob(resolve_config(None), 1)
+    job._WORKER_CACHE = None
+    first = job._ray_task(source, 0, bjob)
+    cache = job._WORKER_CACHE
+    assert first is not None and cache is not None and list(cache[1].mapped) == [str(path)]
+    second = job._ray_task(source, 1, bjob)
+    assert second is not None and job._WORKER_CACHE is cache  # reused, not rebuilt
+    want = job.process_bucket(source, 1, bjob)
+    assert want is not None and second[1].documents.equals(want[1].documents)
+
+    # Rewritten with other rows: a new mapping, and the bucket read from the new file.
+    other = corpus(docs=12, per_doc=10, seed=5)
+    replacement = tmp_path / "new.arrow"
+    feather.write_feather(other.to_arrow(), replacement, compression="uncompressed")
+    os.replace(replacement, path)
+    again = job._ray_task(source, 0, bjob)
+    assert job._WORKER_CACHE is not cache
+    fresh = job.process_bucket(source, 0, bjob)
+    assert again is not None and fresh is not None
+    assert again[1].documents.equals(fresh[1].documents)
+    assert not again[1].documents.equals(first[1].documents)
+    job._WORKER_CACHE = None
+
+
+def test_a_ray_run_that_started_ray_stops_it_before_returning(tmp_path: Path) -> None:
+    """Ray's shutdown runs beside the commit, and the run waits for it: on return Ray is down,
+    and the store is whole."""
+    ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
+    if ray.is_initialized():
+        ray.shutdown()
+    frame = corpus(docs=8, per_doc=10)
+    path = tmp_path / "in.arrow"
+    feather.write_feather(frame.to_arrow(), path, compression="uncompressed")
+    result = ingest_to_store([path], tmp_path / "s", buckets=2, engine="ray", quiet=True)
+    assert not ray.is_initialized()
+    local = ingest_to_store([path], tmp_path / "local", buckets=2, quiet=True)
+    assert data_files(tmp_path / "s") == data_files(tmp_path / "local")
+    assert result.kept.collect().height == local.kept.collect().height
