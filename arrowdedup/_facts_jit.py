@@ -4,9 +4,9 @@ interpreted twin (:mod:`arrowdedup.interpreted`), which is this source run by Py
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from ._numba import numba
 from .fact_scan import _sort_unique, find
 
 

@@ -3,10 +3,10 @@ rows or more, and by the tokenizer)."""
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ._intrinsics_jit import load_u32, load_u64
+from ._numba import numba
 
 _P1 = np.uint64(0x9E3779B185EBCA87)
 _P2 = np.uint64(0xC2B2AE3D27D4EB4F)

@@ -4,11 +4,11 @@ large for the NumPy twin, :func:`arrowdedup.kernels.greedy_numpy`).
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ._facts_jit import conflict
 from ._intrinsics_jit import prefetch_row
+from ._numba import numba
 from .kernels import DROPPED_EXACT, FILTERED, KEPT, MERGED_NEAR, KernelPlan, Outputs
 
 

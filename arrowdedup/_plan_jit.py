@@ -10,8 +10,9 @@ classified in parallel, each by one thread, so the result does not depend on the
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from ._numba import numba
 
 _INSERTION_RUN = 32
 _SMALL_GROUP = 64

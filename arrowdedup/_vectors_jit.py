@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from ._numba import numba
 
 
 @numba.njit(nogil=True, cache=True, parallel=True, error_model="numpy",

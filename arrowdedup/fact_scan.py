@@ -17,10 +17,10 @@ sorted and made unique as the row ends, so the scan writes the CSR signature col
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ._hashing_jit import xxh64_plain as _xxh64_one
+from ._numba import numba
 
 LOW = np.uint64((1 << 61) - 1)
 

@@ -241,7 +241,7 @@ def numba_threads(threads: int | None) -> Iterator[None]:
     if threads is None:
         yield
         return
-    import numba
+    from ._numba import numba
 
     previous = numba.get_num_threads()
     limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]

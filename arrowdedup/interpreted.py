@@ -43,6 +43,9 @@ _STUB = types.ModuleType("numba")
 _STUB.njit = _njit  # type: ignore[attr-defined]
 _STUB.jit = _njit  # type: ignore[attr-defined]
 _STUB.prange = range  # type: ignore[attr-defined]
+# What ``from ._numba import numba`` gives a twin.
+_STUB_PACKAGE = types.ModuleType("arrowdedup._numba[interpreted]")
+_STUB_PACKAGE.numba = _STUB  # type: ignore[attr-defined]
 
 
 def _importer(package: str) -> Callable[..., Any]:
@@ -57,6 +60,8 @@ def _importer(package: str) -> Callable[..., Any]:
             raise ImportError(f"the interpreted twin has no {name}; keep it out of a twinned "
                               "module, or drop the module from interpreted.JITTED")
         absolute = importlib.util.resolve_name("." * level + name, package) if level else name
+        if absolute == "arrowdedup._numba":
+            return _STUB_PACKAGE
         if absolute in JITTED:
             return twin(absolute)
         if absolute in STAND_INS:

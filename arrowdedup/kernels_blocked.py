@@ -25,10 +25,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import numba
 import numpy as np
 
 from ._kernels_jit import filtered_or_exact, guard_refuses
+from ._numba import numba
 from .kernels import KEPT, MERGED_NEAR, KernelPlan, Outputs
 
 BLOCK = 1024

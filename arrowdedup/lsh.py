@@ -37,7 +37,6 @@ import math
 from statistics import NormalDist
 from typing import Any
 
-import numba
 import numpy as np
 import pyarrow as pa
 from llvmlite import ir
@@ -46,6 +45,7 @@ from numba.extending import intrinsic
 
 from ._facts_jit import conflict
 from ._kernels_jit import filtered_or_exact
+from ._numba import numba
 from .config import IngestionConfig, LshMethod
 from .kernels import KEPT, MERGED_NEAR, KernelPlan, Outputs
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numba
 import numpy as np
 import pyarrow as pa
 
 from .._hashing_jit import xxh64_inline
+from .._numba import numba
 from ..hashing import _buffers, xxh64
 from .tokens import STOPWORDS
 

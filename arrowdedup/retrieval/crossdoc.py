@@ -15,12 +15,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from .._facts_jit import conflict
+from .._numba import numba
 from ..config import DedupConfig, resolve_config
 from ..errors import SchemaError, first_rows
 from ..facts import FACT_COLUMN, conflict_reasons, fact_modes, signatures_of

@@ -1,0 +1,55 @@
+"""``arrowdedup._numba``: Numba's NumPy support loads without importing ``scipy.linalg``, and
+what a jitted function may still ask of BLAS keeps working."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from arrowdedup import _numba
+
+PROBE = """
+import sys
+import numpy as np
+import pyarrow as pa
+from arrowdedup.hashing import xxh64
+xxh64(pa.array([f"text {i}" for i in range(50_000)]))  # jitted (not the twin) at this size
+assert "numba" in sys.modules, "the probe did not reach the jitted code"
+print("linalg-after-kernel", "scipy.linalg" in sys.modules)
+import numba
+
+@numba.njit
+def both(x, y):
+    return np.dot(x, y), np.convolve(x, y)
+
+dot, conv = both(np.arange(4.0), np.arange(4.0))
+print("dot", float(dot), "conv", conv.tolist())
+print("linalg-after-dot", "scipy.linalg" in sys.modules)
+"""
+
+
+def test_a_kernel_process_never_imports_scipy_linalg_and_blas_still_works() -> None:
+    pytest.importorskip("scipy.linalg", reason="scipy is not installed")
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.split("\n")
+    assert "linalg-after-kernel False" in lines
+    # np.dot compiles against BLAS (importing scipy.linalg then), np.convolve is exact.
+    assert "dot 14.0 conv [0.0, 0.0, 1.0, 4.0, 10.0, 12.0, 9.0]" in lines
+    assert "linalg-after-dot True" in lines
+
+
+def test_only_the_loading_thread_is_refused_scipy_linalg() -> None:
+    finder = _numba._Hidden()
+    with pytest.raises(ModuleNotFoundError, match="BLAS probe"):
+        finder.find_spec(_numba.HIDDEN)
+    assert finder.find_spec("scipy.sparse") is None
+    seen: list[object] = []
+    other = threading.Thread(target=lambda: seen.append(finder.find_spec(_numba.HIDDEN)))
+    other.start()
+    other.join()
+    assert seen == [None]
