@@ -597,8 +597,9 @@ def tables(figures: dict[str, Any]) -> list[dict[str, Any]]:
             + "; peak memory of the whole process tree, Ray workers included"
             + (", from one more run of each engine, sampled (the timed runs are not)"
                if eng.get("memory_sampled_apart") else "") + ")",
-            ["local s (min–max)", "ray s (min–max)", "ray.init s", "ray.shutdown s", "time target", "local peak MB",
-             "ray peak MB", "memory target", "local PSS MB", "ray PSS MB",
+            ["local s (min–max)", "ray s (min–max)", "ray.init s", "ray.shutdown s",
+             "time target", "local peak MB", "ray peak MB", "memory target", "local PSS MB",
+             "ray PSS MB",
              "identical data files"],
             [[_spread(eng, "local"), _spread(eng, "ray"), eng.get("ray_init_s"),
               eng.get("ray_shutdown_s", "–"), verdict, eng.get("local_peak_mb"),
