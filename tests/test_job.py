@@ -258,8 +258,14 @@ def test_a_ray_run_that_started_ray_stops_it_before_returning(tmp_path: Path) ->
     frame = corpus(docs=8, per_doc=10)
     path = tmp_path / "in.arrow"
     feather.write_feather(frame.to_arrow(), path, compression="uncompressed")
+    psutil = pytest.importorskip("psutil")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     result = ingest_to_store([path], tmp_path / "s", buckets=2, engine="ray", quiet=True)
     assert not ray.is_initialized()
+    # No process of the cluster it started is left (the monitor ended before the shutdown).
+    left = [p for p in psutil.Process().children(recursive=True)
+            if p.pid not in before and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [p.cmdline()[:3] for p in left]
     local = ingest_to_store([path], tmp_path / "local", buckets=2, quiet=True)
     assert data_files(tmp_path / "s") == data_files(tmp_path / "local")
     assert result.kept.collect().height == local.kept.collect().height
