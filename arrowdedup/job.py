@@ -741,7 +741,8 @@ def _stop_monitor() -> None:
             process.wait(timeout=5)
 
 
-def _stop_ray() -> None:
+def stop_ray() -> None:
+    """Stop the Ray cluster this process started, as a run does. Timed by the benchmarks."""
     import ray
 
     _stop_monitor()
@@ -773,7 +774,7 @@ class RaySession:
 
     def _stop(self) -> None:
         try:
-            _stop_ray()
+            stop_ray()
         except BaseException as err:  # raised by __exit__, in the caller's thread
             self._error = err
 
@@ -781,7 +782,7 @@ class RaySession:
         if not self.started:
             return
         if self._stopping is None:
-            _stop_ray()
+            stop_ray()
         else:
             self._stopping.join()
         self.started = False
