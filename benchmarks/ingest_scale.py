@@ -10,7 +10,8 @@ What is measured, every side the same way (median of ``REPEATS`` runs, min and m
   Each run of each side is a fresh process (``python -m benchmarks.ingest_scale --side …``),
   timed from the call (imports excluded, no warm-up for any side: the JIT cache load counts;
   one untimed small job before the rounds fills that cache, as any earlier run would have),
-  with that process's peak RSS. A single-thread row (``threads=1``, BLAS and Numba) stands
+  with that process's peak RSS. A single-thread row (``threads=1``: BLAS and Numba on one
+  thread, and from 8631e88 on one bucket at a time; Polars' own pool is not limited) stands
   beside the default one. ``Ingestion.FactGuard: false`` is passed when the config has that
   key (the guarded figure beside it).
 - **the BM25 build's share**: the IPC job beside the same job with ``indexes=False``, in the
@@ -429,7 +430,8 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
         row("I/O floor: read IPC, write kept half, fsync", "floor_ipc", "default", None, "–"),
         row("`ingest_to_store` IPC → store", "store_ipc", "default", "floor_ipc",
             verdict(ipc_ratio, t["ipc_over_floor"]) + " × floor"),
-        row("`ingest_to_store` IPC → store", "store_ipc_1_thread", "1", "floor_ipc", "–"),
+        row("`ingest_to_store` IPC → store", "store_ipc_1_thread",
+            "1 (one bucket at a time)", "floor_ipc", "–"),
         row("`ingest_to_store` IPC → store without the BM25 index", "store_ipc_no_index",
             "default", "floor_ipc", "–"),
     ]

@@ -269,3 +269,30 @@ def test_a_ray_run_that_started_ray_stops_it_before_returning(tmp_path: Path) ->
     local = ingest_to_store([path], tmp_path / "local", buckets=2, quiet=True)
     assert data_files(tmp_path / "s") == data_files(tmp_path / "local")
     assert result.kept.collect().height == local.kept.collect().height
+
+
+def test_one_thread_means_one_bucket_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    """``threads=1`` works on one bucket at a time (the single-thread benchmark row is single
+    threaded); any other count keeps ``LOCAL_AHEAD + 1`` buckets in flight. The store is the
+    same either way."""
+    from arrowdedup import job
+
+    assert job.buckets_in_flight(1) == 1
+    assert job.buckets_in_flight(None) == job.buckets_in_flight(4) == job.LOCAL_AHEAD + 1
+    frame = corpus(docs=12, per_doc=10)
+    busy, peak = [0], [0]
+    real = job.process_bucket
+
+    def counted(*args, **kwargs):
+        busy[0] += 1
+        peak[0] = max(peak[0], busy[0])
+        try:
+            return real(*args, **kwargs)
+        finally:
+            busy[0] -= 1
+
+    monkeypatch.setattr(job, "process_bucket", counted)
+    ingest_to_store(frame, tmp_path / "one", buckets=4, threads=1, quiet=True)
+    assert peak[0] == 1
+    ingest_to_store(frame, tmp_path / "two", buckets=4, threads=2, quiet=True)
+    assert data_files(tmp_path / "one") == data_files(tmp_path / "two")

@@ -33,7 +33,8 @@ def ingest(
     out: Annotated[Path, typer.Option("--out", "-o", help="Store directory to write.")],
     config: ConfigOpt = None,
     threads: Annotated[
-        int | None, typer.Option(help="Kernel threads (default: all cores).")
+        int | None, typer.Option(help="Kernel threads per bucket (default: all cores; 1: one "
+                                    "thread, one bucket at a time).")
     ] = None,
     buckets: Annotated[int, typer.Option(help="Hash buckets of doc_id in the store.")] = 16,
     quiet: QuietOpt = False,
