@@ -355,6 +355,17 @@ def postings(tokens: np.ndarray, rows: np.ndarray, n_vocab: int
 
 
 @numba.njit(nogil=True, cache=True)
+def row_lengths(rows: np.ndarray, n_rows: int) -> np.ndarray:
+    """Token occurrences per row: ``np.bincount(rows, minlength=n_rows)`` as float64, without
+    its cast of ``rows`` to a fresh int64 array (that bincount was 0.09 s of a 0.25 s finish
+    at 1M rows, measured)."""
+    out = np.zeros(n_rows, np.float64)
+    for r in rows:
+        out[r] += 1.0
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
 def bm25_scores(indptr: np.ndarray, doc_rows: np.ndarray, tf: np.ndarray,
                 doc_len: np.ndarray, avg: float, n_docs: int, k1: float, b: float
                 ) -> np.ndarray:

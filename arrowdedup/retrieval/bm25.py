@@ -142,7 +142,12 @@ class Bm25Builder:
         rows = np.concatenate([p.rows for p in parts]).astype(np.int32, copy=False)
         n_vocab = vocab.len()
         indptr, doc_rows, tf = _postings(ids, rows, n_vocab)
-        doc_len = np.bincount(rows, minlength=n_docs).astype(np.float64)
+        if rows.shape[0] >= JIT_MIN_POSTINGS:
+            from ._tokens_jit import row_lengths
+
+            doc_len = row_lengths(rows, n_docs)
+        else:
+            doc_len = np.bincount(rows, minlength=n_docs).astype(np.float64)
         avg = float(doc_len.mean()) if n_docs else 0.0
         avg = avg if avg > 0 else 1.0
         if doc_rows.shape[0] >= JIT_MIN_POSTINGS:
