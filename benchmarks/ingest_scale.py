@@ -284,6 +284,10 @@ def interleaved(plan: dict[str, tuple[str, dict[str, Any]]], tmp: Path) -> dict[
         for label, (side, spec) in plan.items():
             out = tmp / f"{label}-{i}"
             target = str(out) + (".arrow" if side.startswith("floor") else "")
+            # Every side starts with the disk idle: the previous side's gigabyte of writes
+            # is flushed first, untimed. Without it a side's fsync waited on the previous
+            # side's writeback (the floor's runs spread 0.92-3.50 s in one run).
+            os.sync()
             runs[label].append(run_side(side, {**spec, "out": target}))
             _remove(out)
             print(f"   {label} run {i + 1}: {runs[label][-1]['seconds']:.2f} s, peak "
