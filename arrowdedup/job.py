@@ -787,7 +787,7 @@ class RaySession:
         except BaseException as err:  # raised by __exit__, in the caller's thread
             self._error = err
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *_: object) -> None:
         if not self.started:
             return
         if self._stopping is None:
@@ -795,7 +795,7 @@ class RaySession:
         else:
             self._stopping.join()
         self.started = False
-        if self._error is not None:
+        if self._error is not None and kind is None:  # never hides the run's own error
             raise self._error
 
 

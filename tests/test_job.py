@@ -296,3 +296,21 @@ def test_one_thread_means_one_bucket_at_a_time(tmp_path: Path, monkeypatch) -> N
     assert peak[0] == 1
     ingest_to_store(frame, tmp_path / "two", buckets=4, threads=2, quiet=True)
     assert data_files(tmp_path / "one") == data_files(tmp_path / "two")
+
+
+def test_a_failed_background_ray_stop_is_raised_but_never_hides_the_runs_error(monkeypatch
+                                                                              ) -> None:
+    from arrowdedup import job
+
+    def failing_stop() -> None:
+        raise RuntimeError("stop failed")
+
+    monkeypatch.setattr(job, "ray_start", lambda address: True)
+    monkeypatch.setattr(job, "stop_ray", failing_stop)
+    with pytest.raises(RuntimeError, match="stop failed"):
+        with job.RaySession(None) as session:
+            session.stop_soon()  # the run finished; its stop fails on the thread
+    with pytest.raises(ValueError, match="the run's own"):
+        with job.RaySession(None) as session:
+            session.stop_soon()
+            raise ValueError("the run's own error")
