@@ -24,7 +24,6 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-from . import _numba  # noqa: F401  (Numba's NumPy support, loaded without scipy.linalg)
 from ._byte_loads import load_u32, load_u64
 
 _LINE_BYTES = 64  # one request per cache line of the row

@@ -9,8 +9,8 @@ function of ours calls. The probe's answer only picks the inner product of a jit
 them is compiled. So the NumPy support is loaded here, up front, with ``scipy.linalg`` hidden
 from this thread alone; when ``scipy.linalg`` is already imported nothing is hidden.
 
-The interpreted twins (:mod:`arrowdedup.interpreted`) import their stand-in numba from here
-instead, never this module.
+The interpreted twins (:mod:`arrowdedup.interpreted`) never import this module: their
+``from ._numba import numba`` gets the stand-in numba instead.
 """
 
 from __future__ import annotations
