@@ -40,8 +40,10 @@ driver writes them. The writer takes the buckets in bucket order either way, so 
 write byte-identical data files. Decisions never depend on the bucket count.
 
 Stage timings (:data:`STAGES`, the same keys for every input): ``extract`` and ``embed``
-(documents only, 0 otherwise), ``partition``, the stages of :func:`arrowdedup.ingest` summed
-over the buckets, ``encode`` (Parquet / IPC bytes), ``index`` (tokenizing the buckets and
+(documents only, 0 otherwise), ``partition`` (opening or partitioning the inputs, and the
+bucket of every input row), the stages of :func:`arrowdedup.ingest` summed over the buckets
+(``read`` includes taking each bucket's rows from the input), ``encode`` (Parquet / IPC bytes
+and the input fingerprints), ``index`` (tokenizing the buckets and
 finishing the BM25 index), ``write`` (files and checksums), ``commit`` (fsync, manifest,
 switch) and ``total`` (wall time). Buckets overlap, so the stage sum can exceed ``total``.
 """
@@ -630,7 +632,9 @@ def process_bucket(
     from .ingest import ingest
     from .vectors import input_rows
 
+    start = time.perf_counter()
     table = source.read(bucket, cache)
+    read_s = time.perf_counter() - start
     if table is None:
         if not force:
             return None
@@ -640,8 +644,14 @@ def process_bucket(
         out = encode_bucket(bucket, result.kept, result.decisions, result.documents,
                             result.embedding_dim, job.indexes)
     # Each document's input fingerprint, for a later `--update` (store.fingerprint).
+    start = time.perf_counter()
     out.files.append(fingerprint_file(bucket, table))
+    fingerprint_s = time.perf_counter() - start
     timings = {**result.timings, **out.timings}
+    # The bucket's rows taken from the input belong to reading it (ingest's own "read" is
+    # the conversion of the table it is given), its fingerprints to encoding it.
+    timings["read"] = timings.get("read", 0.0) + read_s
+    timings["encode"] = timings.get("encode", 0.0) + fingerprint_s
     if job.staging is not None and _on_driver_node(job.node):
         start = time.perf_counter()
         out = write_staged(job.staging, out)
@@ -686,7 +696,7 @@ def buckets_in_flight(threads: int | None) -> int:
     return 1 if threads == 1 else LOCAL_AHEAD + 1
 
 
-def _local(source: BucketSource, job: BucketJob
+def _local(source: BucketSource, job: BucketJob, timings: dict[str, float] | None = None
            ) -> Iterator[tuple[BucketOutput, BucketSummary]]:
     """Buckets in order; the next bucket is read and ingested on a second thread while this
     one is written (Polars, Arrow, Numba and BLAS release the GIL), so at most
@@ -694,8 +704,11 @@ def _local(source: BucketSource, job: BucketJob
     from concurrent.futures import Future, ThreadPoolExecutor
 
     cache = SourceCache()
+    start = time.perf_counter()
     for path in () if source.partitioned else source.files:
         cache.ids[path] = _bucket_ids(source.table_of(path, cache)[0], source.buckets)
+    if timings is not None:  # the bucket of every input row: part of partitioning
+        timings["partition"] = timings.get("partition", 0.0) + time.perf_counter() - start
     if source.buckets == 1:
         done = process_bucket(source, 0, job, cache)
         if done is not None:
@@ -1063,7 +1076,7 @@ def ingest_to_store(
                                                     in_memory=engine == "local"))
         timings["partition"] = time.perf_counter() - start - sum(timings.values())
         if engine == "local":
-            stream = _local(src, job)
+            stream = _local(src, job, timings)
         else:
             session = stack.enter_context(RaySession(ray_address))
             stream = _ray(src, job, session, writer.staging)
