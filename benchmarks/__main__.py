@@ -147,8 +147,26 @@ def machine_markdown(results: list[dict[str, Any]]) -> str:
                       for r in results})
     dates = sorted(r["date"] for r in results)
     return (f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB RAM, {m['os']}, "
-            f"Python {m['python']}. Commits: {', '.join(commits)}. Runs from {dates[0]} to "
-            f"{dates[-1]}.")
+            f"Python {m['python']}.{memory_return_markdown(results)} Commits: "
+            f"{', '.join(commits)}. Runs from {dates[0]} to {dates[-1]}.")
+
+
+def memory_return_markdown(results: list[dict[str, Any]]) -> str:
+    """How the machine of the newest result that recorded it returns memory (results written
+    before it was recorded say nothing)."""
+    recorded = [r for r in results if "memory_return" in r["machine"]]
+    if not recorded:
+        return ""
+    m = max(recorded, key=lambda r: r["date"])["machine"]["memory_return"]
+    if m.get("free_page_reporting"):
+        order = m.get("page_reporting_order")
+        size = f"{4 << order} KiB blocks" if isinstance(order, int) else "blocks"
+        text = (f" Free page reporting on: freed memory goes back to the host in {size}, so "
+                "fresh memory costs a host fault on first touch.")
+    else:
+        text = " No free page reporting."
+    thp = m.get("transparent_hugepages")
+    return text + (f" Transparent huge pages: {thp}." if thp else "")
 
 
 def section_markdown(result: dict[str, Any], images: list[Path], readme: Path | None) -> str:

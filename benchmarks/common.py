@@ -60,11 +60,35 @@ def machine() -> dict[str, Any]:
         load = None
     return {
         "load_average_1_5_15m": load,  # the machines are shared: context for the timings
+        "memory_return": memory_return(),
         "cpu": cpu,
         "cores": os.cpu_count(),
         "memory_gb": memory_gb,
         "os": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
+    }
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def memory_return() -> dict[str, Any]:
+    """How this (virtual) machine hands memory back, which the timings of anything that
+    allocates fresh memory depend on: free page reporting (a guest returns free blocks of
+    ``2**order`` pages to its host, so touching such memory again costs a host fault as well
+    as the guest's page clearing) and transparent huge pages."""
+    base = "/sys/module/page_reporting/parameters/"
+    order = _read(base + "page_reporting_order")
+    thp = _read("/sys/kernel/mm/transparent_hugepage/enabled")
+    return {
+        "free_page_reporting": order is not None,
+        "page_reporting_order": int(order) if order and order.lstrip("-").isdigit() else None,
+        "transparent_hugepages": thp.split("[")[1].split("]")[0] if thp and "[" in thp
+        else thp,
     }
 
 

@@ -135,3 +135,23 @@ def test_render_is_idempotent(tmp_path: Path):
                                             (12.34, "12.3"), (True, "yes")])
 def test_fmt(value, expected):
     assert common.fmt(value) == expected
+
+
+def test_the_machine_record_says_how_memory_goes_back_to_the_host():
+    """Each result records free page reporting and huge pages (the timings of anything that
+    allocates fresh memory depend on them), and the machine line of the page says so."""
+    from benchmarks.__main__ import memory_return_markdown
+
+    m = common.machine()["memory_return"]
+    assert set(m) == {"free_page_reporting", "page_reporting_order", "transparent_hugepages"}
+    assert isinstance(m["free_page_reporting"], bool)
+    on = {"date": "2", "machine": {"memory_return": {
+        "free_page_reporting": True, "page_reporting_order": 9,
+        "transparent_hugepages": "madvise"}}}
+    off = {"date": "1", "machine": {"memory_return": {
+        "free_page_reporting": False, "page_reporting_order": None,
+        "transparent_hugepages": None}}}
+    text = memory_return_markdown([off, on])  # the newest result speaks
+    assert "2048 KiB blocks" in text and "host fault" in text and "madvise" in text
+    assert memory_return_markdown([off]) == " No free page reporting."
+    assert memory_return_markdown([{"date": "1", "machine": {}}]) == ""  # older results
