@@ -242,11 +242,16 @@ def _mapped_at(path: str) -> tuple[pa.Table, int, int]:
     """The memory-mapped table of an IPC file, the address of the mapping and its size (a
     buffer of the table lies in the file at ``buffer.address - base`` when it lies in the
     mapping at all: a compressed file's buffers are decompressed into memory instead)."""
-    with pa.memory_map(path, "r") as source:
-        size = source.size()
-        base = source.read_buffer(1).address if size else 0
-        source.seek(0)
-        return ipc.open_file(source).read_all(), base, size
+    try:
+        with pa.memory_map(path, "r") as source:
+            size = source.size()
+            base = source.read_buffer(1).address if size else 0
+            source.seek(0)
+            return ipc.open_file(source).read_all(), base, size
+    except (pa.ArrowException, OSError) as err:
+        # A file cut short loses its footer ("Not an Arrow file"): say what to do about it.
+        raise InputError(f"{path} is truncated or corrupted and cannot be read as an Arrow "
+                         f"IPC file ({err}); re-export the file") from err
 
 
 def _fixed_rows(column: pa.ChunkedArray, base: int, size: int

@@ -434,3 +434,24 @@ def test_cli_documents_into_a_store_of_another_model(tmp_path: Path) -> None:
                               "--embedder", _m2v()])
     assert cli.exit_code == 1, cli.output
     assert "'some-other-model'" in cli.output and "must not mix" in cli.output
+
+
+@pytest.mark.parametrize("keep", [0.1, 0.5, 0.9])
+def test_truncated_ipc_file_refused_by_the_job(tmp_path: Path, keep: float) -> None:
+    """The job maps an IPC file instead of reading it through ``read_table_file``: a file cut
+    short (its magic intact, its footer gone) is refused by name, from the library and the
+    CLI, and no version is written."""
+    from arrowdedup import ingest_to_store
+
+    path = _good_file(tmp_path, "arrow")
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    assert path.read_bytes()[:6] == b"ARROW1"
+    with pytest.raises(InputError) as info:
+        ingest_to_store(path, tmp_path / "s", quiet=True)
+    assert str(path) in str(info.value) and "re-export" in str(info.value)
+    assert not (tmp_path / "s" / "current").exists()
+    cli = runner.invoke(app, ["ingest", str(path), "--out", str(tmp_path / "c")])
+    assert cli.exit_code == 1, cli.output
+    assert cli.output.startswith("error: ") and "Traceback" not in cli.output
+    assert "truncated" in cli.output
