@@ -411,10 +411,21 @@ class BucketSource:
         return cache.mapping(path) if cache is not None else _mapped_at(path)
 
     def read(self, bucket: int, cache: SourceCache | None = None) -> pa.Table | None:
+        return self.read_numbered(bucket, cache)[0]
+
+    def read_numbered(self, bucket: int, cache: SourceCache | None = None
+                      ) -> tuple[pa.Table | None, np.ndarray | None]:
+        """Bucket ``bucket``'s rows (``None`` when it has none) and the input row number of
+        each (0-based, counted across the inputs in order), for refusals that name rows."""
         if self.partitioned:
             path = self.files[bucket]
-            return _mapped(path) if path else None
-        parts = []
+            if not path:
+                return None, None
+            saved = Path(_row_numbers_file(path))
+            return _mapped(path), np.load(saved) if saved.exists() else None
+        parts: list[pa.Table] = []
+        numbers: list[np.ndarray] = []
+        offset = 0
         for path in self.files:
             table, base, size = self.table_of(path, cache)
             ids = cache.ids.get(path) if cache is not None else None
@@ -423,15 +434,19 @@ class BucketSource:
                 if cache is not None:
                     cache.ids[path] = ids
             rows = np.flatnonzero(ids == bucket)
+            first, offset = offset, offset + table.num_rows
             if rows.size == table.num_rows:
                 parts.append(table)
             elif rows.size and size:
                 parts.append(_gather_mapped(path, table, rows, base, size))
             elif rows.size:
                 parts.append(_take_rows(table, rows))
+            else:
+                continue
+            numbers.append(rows + first)
         if not parts:
-            return None
-        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+            return None, None
+        return (pa.concat_tables(parts) if len(parts) > 1 else parts[0]), np.concatenate(numbers)
 
     def empty(self) -> pa.Table:
         """A zero-row table with the input schema (an empty corpus still gets a store)."""
@@ -542,9 +557,15 @@ def _partitioned(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _row_numbers_file(partition_file: str) -> str:
+    """Beside each partition file: the input row number of each of its rows (.npy)."""
+    return partition_file.removesuffix(".arrow") + ".rows.npy"
+
+
 def _partition(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str]],
                buckets: int, tmp: Path) -> BucketSource:
     writers: dict[int, ipc.RecordBatchFileWriter] = {}
+    numbers: dict[int, list[np.ndarray]] = {}
     schema0: pa.Schema | None = None
     first = ""
     total = 0
@@ -558,7 +579,6 @@ def _partition(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str]]
                     "write them with the same columns and types")
             try:
                 for batch in batches:
-                    total += batch.num_rows
                     ids = _bucket_ids(pa.Table.from_batches([batch]), buckets)
                     order = np.argsort(ids, kind="stable")
                     bounds = np.searchsorted(ids[order], np.arange(buckets + 1))
@@ -567,6 +587,8 @@ def _partition(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str]]
                             writers[b] = ipc.new_file(str(tmp / f"b-{b:05d}.arrow"), schema0)
                         rows = order[bounds[b] : bounds[b + 1]]
                         writers[b].write_batch(batch.take(pa.array(rows, type=pa.int64())))
+                        numbers.setdefault(b, []).append(rows + total)
+                    total += batch.num_rows
             except (pa.ArrowException, OSError) as err:
                 raise InputError(f"{name} is truncated or corrupted and cannot be read "
                                  f"({err}); re-export the file") from err
@@ -577,6 +599,8 @@ def _partition(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str]]
     finally:
         for w in writers.values():
             w.close()
+    for b, parts in numbers.items():
+        np.save(_row_numbers_file(str(tmp / f"b-{b:05d}.arrow")), np.concatenate(parts))
     return BucketSource(tuple(str(tmp / f"b-{b:05d}.arrow") if b in writers else ""
                               for b in range(buckets)), buckets, True, total)
 
@@ -635,16 +659,16 @@ def process_bucket(
     """Ingest and encode one bucket (the unit of work of both engines); ``None`` when empty
     (unless ``force``, which ingests an empty table)."""
     from .ingest import ingest
-    from .vectors import input_rows
+    from .vectors import input_row_numbers, input_rows
 
     start = time.perf_counter()
-    table = source.read(bucket, cache)
+    table, numbers = source.read_numbered(bucket, cache)
     read_s = time.perf_counter() - start
     if table is None:
         if not force:
             return None
         table = source.empty()
-    with input_rows(source.total_rows):
+    with input_rows(source.total_rows), input_row_numbers(numbers):
         result = ingest(table, job.config, threads=job.threads, scorer=job.scorer)
         out = encode_bucket(bucket, result.kept, result.decisions, result.documents,
                             result.embedding_dim, job.indexes)

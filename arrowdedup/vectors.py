@@ -61,7 +61,28 @@ class Embeddings:
 
 
 
+# The input row number of each row of the table being checked, when that table is a part of a
+# larger input (a job's bucket, whose rows are spread over the input): refusals then name the
+# rows as the user finds them in the input, not the rows' places inside the bucket.
+_ROW_NUMBERS: contextvars.ContextVar[np.ndarray | None] = contextvars.ContextVar(
+    "arrowdedup_row_numbers", default=None)
+
+
+@contextlib.contextmanager
+def input_row_numbers(numbers: np.ndarray | None) -> Iterator[None]:
+    """Within the block, refusals report row ``i`` of the checked table as ``numbers[i]`` (the
+    row's 0-based number in the input, counted across the input files in order)."""
+    token = _ROW_NUMBERS.set(numbers)
+    try:
+        yield
+    finally:
+        _ROW_NUMBERS.reset(token)
+
+
 def _refuse(column: str, problem: str, rows: np.ndarray | Sequence[int], fix: str) -> SchemaError:
+    numbers = _ROW_NUMBERS.get()
+    if numbers is not None:
+        rows = numbers[np.asarray(rows, dtype=np.int64)]
     return SchemaError(f"column {column!r}: {problem} (rows {first_rows(rows)}); {fix}")
 
 

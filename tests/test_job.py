@@ -336,7 +336,7 @@ def test_the_stage_table_counts_reading_fingerprints_and_bucket_numbers(
             return real(*args, **kwargs)
         return run
 
-    monkeypatch.setattr(job.BucketSource, "read", slowed(job.BucketSource.read))
+    monkeypatch.setattr(job.BucketSource, "read_numbered", slowed(job.BucketSource.read_numbered))
     monkeypatch.setattr(job, "fingerprint_file", slowed(job.fingerprint_file))
     monkeypatch.setattr(job, "_bucket_ids", slowed(job._bucket_ids))
     result = ingest_to_store(ipc, tmp_path / "s", buckets=2, threads=1, quiet=True)

@@ -455,3 +455,62 @@ def test_truncated_ipc_file_refused_by_the_job(tmp_path: Path, keep: float) -> N
     assert cli.exit_code == 1, cli.output
     assert cli.output.startswith("error: ") and "Traceback" not in cli.output
     assert "truncated" in cli.output
+
+
+def _spread_input(n_docs: int = 40, per_doc: int = 5) -> pl.DataFrame:
+    """Documents in runs, so each bucket's rows are spread over the input."""
+    rng = np.random.default_rng(8)
+    n = n_docs * per_doc
+    return segments_frame([f"text {i}" for i in range(n)],
+                          [unit(rng.normal(size=4)) for _ in range(n)],
+                          doc_id=[f"doc-{i // per_doc}" for i in range(n)])
+
+
+@pytest.mark.parametrize("layout", ["ipc", "two_ipc", "memory", "parquet_partitioned",
+                                    "ipc_stream_partitioned"])
+@pytest.mark.parametrize("bad", ["embedding", "salience"])
+def test_job_refusals_name_input_rows_not_bucket_rows(tmp_path: Path, layout: str,
+                                                      bad: str) -> None:
+    """The job checks each bucket by itself; a refusal still names the row as it stands in
+    the input (0-based, counted across the input files in order), for every way rows reach
+    a bucket: mapped IPC files, in-memory tables, partitioned Parquet and IPC streams."""
+    from arrowdedup import ingest_to_store
+
+    row = 137
+    frame = _spread_input()
+    if bad == "embedding":
+        values = frame.get_column("embedding").to_list()
+        values[row] = [math.nan] * 4
+        frame = frame.with_columns(pl.Series("embedding", values,
+                                             dtype=frame.schema["embedding"]))
+    else:
+        frame = frame.with_columns(pl.lit(0.5).alias("salience"))
+        frame = set_value(frame, "salience", row, 1.5)
+    table = frame.to_arrow()
+    source: object
+    kwargs: dict[str, object] = {}
+    if layout == "ipc":
+        source = tmp_path / "in.arrow"
+        with pa.OSFile(str(source), "wb") as sink, ipc.new_file(sink, table.schema) as w:
+            w.write_table(table)
+    elif layout == "two_ipc":
+        source = [tmp_path / "a.arrow", tmp_path / "b.arrow"]
+        for path, part in zip(source, (table.slice(0, 100), table.slice(100)), strict=True):
+            with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, part.schema) as w:
+                w.write_table(part)
+    elif layout == "memory":
+        source = frame
+    elif layout == "parquet_partitioned":
+        source = tmp_path / "in.parquet"
+        pq.write_table(table, source, row_group_size=64)
+        kwargs["memory_budget"] = 0  # partitioned to disk, not read whole
+    else:
+        source = tmp_path / "stream.arrow"
+        with pa.OSFile(str(source), "wb") as sink, ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+    with pytest.raises(SchemaError) as info:
+        ingest_to_store(source, tmp_path / "s", buckets=4, quiet=True, **kwargs)
+    assert f"(rows {row})" in str(info.value), str(info.value)
+    with pytest.raises(SchemaError) as whole:  # the same words as ingest() of the whole input
+        ingest(frame)
+    assert str(whole.value) == str(info.value)
