@@ -247,11 +247,30 @@ def _mapped_at(path: str) -> tuple[pa.Table, int, int]:
             size = source.size()
             base = source.read_buffer(1).address if size else 0
             source.seek(0)
-            return ipc.open_file(source).read_all(), base, size
+            table = ipc.open_file(source).read_all()
+        _validate_once(path, table)
+        return table, base, size
     except (pa.ArrowException, OSError) as err:
         # A file cut short loses its footer ("Not an Arrow file"): say what to do about it.
         raise InputError(f"{path} is truncated or corrupted and cannot be read as an Arrow "
                          f"IPC file ({err}); re-export the file") from err
+
+
+# Input files whose mapped tables passed a full validation in this process, by what they are
+# on disk (a file rewritten since is validated again).
+_VALIDATED: set[tuple[str, int, int, int, int]] = set()
+
+
+def _validate_once(path: str, table: pa.Table) -> None:
+    """Check every offset and string of a mapped table once per file version and process.
+    Nothing reads a mapped IPC file's bytes before the job takes rows from it: a corrupted
+    offset made that take read out of bounds (a segmentation fault, not an error), measured
+    on byte-flipped files. About 0.03 s for the 1M-segment benchmark file."""
+    st = os.stat(path)
+    key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _VALIDATED:
+        table.validate(full=True)
+        _VALIDATED.add(key)
 
 
 def _fixed_rows(column: pa.ChunkedArray, base: int, size: int
