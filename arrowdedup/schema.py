@@ -80,14 +80,20 @@ def read_table_file(path: Path) -> pa.Table:
             return pq.read_table(path)
         if head == b"ARROW1":
             with pa.memory_map(str(path), "r") as source:
-                return ipc.open_file(source).read_all()
-        try:
-            with pa.memory_map(str(path), "r") as source:
-                return ipc.open_stream(source).read_all()
-        except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(
-                f"{path} is neither a Parquet nor an Arrow IPC file; convert it to Parquet"
-            ) from err
+                table = ipc.open_file(source).read_all()
+        else:
+            try:
+                with pa.memory_map(str(path), "r") as source:
+                    table = ipc.open_stream(source).read_all()
+            except (pa.ArrowInvalid, OSError) as err:
+                raise InputError(
+                    f"{path} is neither a Parquet nor an Arrow IPC file; convert it to Parquet"
+                ) from err
+        # IPC bytes are taken as they are: a corrupted offset would be read out of bounds
+        # later (a segmentation fault in a take or a hash), so every offset and string is
+        # checked here, where a damaged file can still be named.
+        table.validate(full=True)
+        return table
     except InputError:
         raise
     except (pa.ArrowException, OSError, ValueError) as err:

@@ -534,11 +534,11 @@ print(outcomes.count("read"), outcomes.count("refused"))
 
 
 def test_corrupted_ipc_files_never_crash_the_job(tmp_path: Path) -> None:
-    """The job reads an IPC file through a memory map and takes each bucket's rows from it.
-    Byte-flipped files are refused (or read, where the flips land in values that stay valid),
-    never a segmentation fault: before the mapped table was validated, 7 of 60 such files
-    crashed the process. Run in a child process, so a crash fails the test instead of the
-    whole session."""
+    """The job takes each bucket's rows straight from an IPC file's memory map (or, for a
+    stream, from its batches while partitioning). Byte-flipped files are refused (or read,
+    where the flips land in values that stay valid), never a segmentation fault: before the
+    tables were validated, 7 of 60 such files crashed the process, and 22 of 60 streams. Run
+    in a child process, so a crash fails the test instead of the whole session."""
     rng = np.random.default_rng(1)
     n = 200
     table = pa.table({
@@ -547,11 +547,14 @@ def test_corrupted_ipc_files_never_crash_the_job(tmp_path: Path) -> None:
         "position": pa.array(range(n), pa.int32()),
         "embedding": pa.FixedSizeListArray.from_arrays(
             pa.array(rng.normal(size=n * 8).astype(np.float32)), 8)})
-    good = tmp_path / "good.arrow"
-    with pa.OSFile(str(good), "wb") as sink, ipc.new_file(sink, table.schema) as w:
-        w.write_table(table)
-    data = good.read_bytes()
+    formats = []
+    for name, new in (("file", ipc.new_file), ("stream", ipc.new_stream)):
+        good = tmp_path / f"good-{name}.arrow"
+        with pa.OSFile(str(good), "wb") as sink, new(sink, table.schema) as w:
+            w.write_table(table)
+        formats.append(good.read_bytes())
     for trial in range(40):
+        data = formats[trial % 2]  # a stream takes the partitioning path
         flipped = bytearray(data)
         for pos in rng.integers(8, len(flipped) - 8, size=int(rng.integers(1, 30))):
             flipped[int(pos)] ^= int(rng.integers(1, 256))
