@@ -411,3 +411,57 @@ def test_read_only_location(inputs: tuple[Path, Path], tmp_path: Path) -> None:
                                       "--replace"])
             assert cli.exit_code == 1 and "Traceback" not in cli.output
         assert _snapshot(root) == before
+
+
+def _damage(path: Path) -> None:
+    """Flip bytes of a file's footer area (its size is unchanged, so only reading it shows)."""
+    data = bytearray(path.read_bytes())
+    for back in (9, 12, 20, 40):
+        data[-back] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_store_file_is_refused_with_the_way_out(inputs: tuple[Path, Path],
+                                                          tmp_path: Path) -> None:
+    """A store file whose bytes a reading library rejects: the library's search and context
+    and every store command of the CLI refuse with the store named and `verify` /
+    `rollback` as the way out, never with that library's own exception or a traceback."""
+    from arrowdedup import build_context, search
+    from arrowdedup.store.reader import damaged, read_failure
+
+    root = tmp_path / "s"
+    ingest_to_store(inputs[0], root, quiet=True)
+    query = unit(np.random.default_rng(1).normal(size=16)).astype(np.float32)
+    for part in sorted((root / "current" / "segments").glob("*.parquet")):
+        _damage(part)
+    for call in (lambda: search(root, query, k=3), lambda: build_context(root, query, k=3)):
+        with pytest.raises(StoreError) as info:
+            call()
+        message = str(info.value)
+        assert str(root) in message and f"arrowdedup verify {root}" in message
+        assert "rollback" in message
+    for args in (["search", str(root), "seed text", "--mode", "keyword"],
+                 ["stats", str(root)], ["merges", str(root)], ["verify", str(root)]):
+        cli = runner.invoke(app, args)
+        assert cli.exit_code == 1, (args, cli.output)
+        assert isinstance(cli.exception, SystemExit), (args, cli.exception)
+        if args[0] != "verify":  # verify lists what it found instead
+            assert "error: " in cli.output and "Traceback" not in cli.output, (args, cli.output)
+    # Only the reading libraries' errors are translated; a plain bug still surfaces as such.
+    assert not read_failure(KeyError("x")) and not read_failure(StoreError("x"))
+    assert str(root) in str(damaged(root, ValueError("boom")))
+
+
+def test_a_manifest_that_is_not_utf8_is_refused(inputs: tuple[Path, Path],
+                                                tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    ingest_to_store(inputs[0], root, quiet=True)
+    manifest = root / "current" / "manifest.json"
+    data = bytearray(manifest.read_bytes())
+    data[len(data) // 2] = 0xF1  # not valid UTF-8 at this place
+    manifest.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"manifest .* damaged"):
+        open_store(root)
+    for args in (["verify", str(root)], ["stats", str(root)]):
+        cli = runner.invoke(app, args)
+        assert cli.exit_code == 1 and "Traceback" not in cli.output, (args, cli.output)

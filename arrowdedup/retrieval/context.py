@@ -33,6 +33,7 @@ from ..config import DedupConfig, resolve_config
 from ..embed import Embedder
 from ..errors import InputError
 from ..store import Store, open_store
+from ..store.reader import reads_store
 from .crossdoc import duplicate_of
 from .keys import linked_rows
 from .search import Query, SearchResult, StoreView, search, store_view
@@ -171,6 +172,7 @@ def _expansions(view: StoreView, rows: np.ndarray, expand: int) -> list[tuple[in
     return out
 
 
+@reads_store
 def build_context(
     store: str | Path | Store,
     query: Query,

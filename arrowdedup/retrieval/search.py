@@ -49,6 +49,7 @@ from ..embed import Embedder, get_embedder, recorded_spec
 from ..embed_view import embedding_text
 from ..errors import EmbedderError, InputError, StoreError
 from ..store import Store, atomic_path, open_store
+from ..store.reader import reads_store
 from ..vectors import dense_codes, language_codes
 from .bm25 import Bm25Index
 from .bm25_layers import LayeredBm25
@@ -358,6 +359,7 @@ def query_hash(texts: list[str], vector: np.ndarray | None) -> str:
     return xxhash.xxh64_hexdigest(data)
 
 
+@reads_store
 def search(
     store: str | Path | Store,
     query: Query,

@@ -5,17 +5,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from ..errors import StoreError
+from ..errors import ArrowDedupError, StoreError
 from .layout import (
     CHANGES,
     CURRENT,
@@ -90,12 +92,53 @@ def current_manifest(root: Path) -> dict[str, Any] | None:
 def read_manifest(version: Path) -> dict[str, Any]:
     try:
         data = json.loads((version / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, ValueError) as err:  # ValueError: bad JSON, or bytes that are not UTF-8
         raise StoreError(f"manifest of {version} is missing or damaged ({err}); "
                          "run `arrowdedup verify` or re-ingest") from err
     if not isinstance(data, dict):
         raise StoreError(f"manifest of {version} is not a JSON object; re-ingest")
     return data
+
+
+# The libraries that read a store's files (their own exception classes live in these
+# packages; pyarrow's in pyarrow.lib, DuckDB's in _duckdb).
+_READERS = ("polars", "pyarrow", "duckdb", "_duckdb")
+
+
+def read_failure(err: BaseException) -> bool:
+    """True for an error a reading library raised on a store file's bytes (not ours)."""
+    if isinstance(err, ArrowDedupError):
+        return False
+    module = type(err).__module__.split(".")[0]
+    return module in _READERS or isinstance(err, UnicodeDecodeError)
+
+
+def damaged(root: str | Path, err: BaseException) -> StoreError:
+    """The refusal for a store whose files could not be read: what failed, and the way out."""
+    return StoreError(
+        f"the store at {root} could not be read ({type(err).__name__}: "
+        f"{str(err).splitlines()[0] if str(err) else 'no detail'}); a file of it may be "
+        f"damaged: run `arrowdedup verify {root}` to find which, then `arrowdedup rollback "
+        f"{root}` to the previous version, or ingest again")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reads_store(func: F) -> F:
+    """For a function whose first argument is a store (a path or a :class:`Store`): an error
+    raised by the libraries reading its files becomes :func:`damaged`'s StoreError."""
+
+    @functools.wraps(func)
+    def wrapper(store: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(store, *args, **kwargs)
+        except Exception as err:
+            if not read_failure(err):
+                raise
+            raise damaged(store.root if isinstance(store, Store) else store, err) from err
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _mapped_table(path: Path) -> pa.Table:
