@@ -550,6 +550,27 @@ def test_skip_bad_files_lists_them(tmp_path: Path) -> None:
     assert "1 files (8 skipped)" in result.summary()
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_is_refused_never_read(tmp_path: Path) -> None:
+    """Opening a named pipe waits for a writer: a pipe among the documents (or given alone)
+    is refused by name, or skipped with skip_bad_files, and never opened, not even to record
+    its hash for a later --update. Before, the run hung."""
+    from arrowdedup.source_files import file_records
+
+    write(tmp_path / "good.md", "fine\n")
+    os.mkfifo(tmp_path / "pipe.md")
+    for source in (tmp_path, tmp_path / "pipe.md"):
+        with pytest.raises(InputError, match=r"pipe\.md is not a regular file"):
+            extract(source)
+    result = extract_documents(tmp_path, skip_bad_files=True)
+    assert result.files == ("good.md",)
+    assert [s.path for s in result.skipped] == ["pipe.md"]
+    assert "--skip-bad-files" in result.skipped[0].reason
+    records = file_records([tmp_path], None, ["good", "pipe"])
+    assert [Path(p).name for p in records] == ["good.md"]
+
+
 def test_doc_id_collision(tmp_path: Path) -> None:
     write(tmp_path / "a.md", "markdown\n")
     write(tmp_path / "a.txt", "text\n")

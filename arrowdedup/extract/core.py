@@ -15,6 +15,7 @@ import logging
 import os
 import pickle
 import re
+import stat
 import subprocess
 import sys
 import time
@@ -190,6 +191,9 @@ class _File:
     rel: str  # posix path relative to the root
     fmt: str
     size: int = 0
+    # Not a regular file (a named pipe, socket or device): never opened, since reading a pipe
+    # waits for a writer that may never come; refused (or skipped) by name instead.
+    special: bool = False
 
     @property
     def doc_id(self) -> str:
@@ -271,9 +275,9 @@ def extract_documents(
     timings = {"discover": time.perf_counter() - started}
 
     tick = time.perf_counter()
-    documents = [f for f in files if f.fmt in _PARSERS]
+    documents = [f for f in files if f.fmt in _PARSERS and not f.special]
     parsed = _parse_all(documents, workers)
-    parsed.update(_parse_pdfs([f for f in files if f.fmt == "pdf"], workers))
+    parsed.update(_parse_pdfs([f for f in files if f.fmt == "pdf" and not f.special], workers))
     timings["parse"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -304,6 +308,10 @@ def extract_documents(
 
     for file in files:
         try:
+            if file.special:
+                raise InputError(
+                    f"{file.display} is not a regular file (a named pipe, socket or device), "
+                    f"so reading it could wait forever: remove it from the input, {_SKIP_HINT}")
             if file.fmt in _PASSTHROUGH:
                 flush()
                 frame = (
@@ -630,10 +638,11 @@ def _discover(paths: PathsInput, root: str | Path | None,
                 f"{path} is not inside the root {root}; pass a root that contains every input"
             ) from err
         try:
-            size = path.stat().st_size
+            st = path.stat()
+            size, special = st.st_size, not stat.S_ISREG(st.st_mode)
         except OSError:
-            size = 0  # unreadable: reported when it is read
-        found[absolute] = _File(path, absolute, base, rel, fmt, size)
+            size, special = 0, False  # unreadable: reported when it is read
+        found[absolute] = _File(path, absolute, base, rel, fmt, size, special)
 
     for arg in args:
         path = Path(arg)
