@@ -108,6 +108,22 @@ def test_bad_where_is_one_line_naming_the_columns(versioned: Path) -> None:
     assert len(out.output.strip().splitlines()) == 1
 
 
+def test_where_reaches_the_segments_and_nothing_else(versioned: Path, tmp_path: Path) -> None:
+    """``where`` is SQL that may come from a user further up (a RAG service passing a filter
+    through): it can neither read files through DuckDB nor add rows that are no segments
+    by closing the parenthesis around it."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("docs/en/install\n")
+    for where in (f"doc_id IN (SELECT trim(content) FROM read_text('{secret}'))",
+                  f"(SELECT count(*) FROM read_csv('{secret}', header = false)) > 0",
+                  "1 = 1) UNION ALL SELECT 10 ** 6 WHERE (1 = 1",
+                  "1 = 1) UNION ALL SELECT __row FROM segments WHERE (1 = 1"):
+        with pytest.raises(InputError, match="is not a valid filter"):
+            search(versioned, _query(versioned), k=5, where=where)
+    everything = search(versioned, _query(versioned), k=5, where="1 = 1")
+    assert everything.results.height > 0  # a plain predicate still works
+
+
 def test_cosine_says_what_rrf_cannot(tmp_path: Path) -> None:
     e = np.eye(DIM, dtype=np.float32)
     frame = segments_frame(["first", "second"], [e[0], e[1]], doc_id=["a", "b"])

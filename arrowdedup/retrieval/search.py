@@ -261,12 +261,20 @@ def filter_rows(store: Store, where: str) -> np.ndarray:
 
     frame = store.segments(with_embeddings=False).collect()
     table = frame.with_row_index("__row").to_arrow()
-    con = duckdb.connect()
+    # The predicate is the caller's SQL, which may come from a user further up: the
+    # connection reaches the registered segments and nothing else (no file read or written,
+    # no extension loaded), so a predicate cannot read files such as read_text('/etc/...').
+    con = duckdb.connect(config={"enable_external_access": False})
     try:
         con.register("segments", table)
         try:
             rel = con.sql(f"SELECT __row FROM segments WHERE ({where}) ORDER BY __row")
             rows = rel.fetchnumpy()["__row"] if rel is not None else np.empty(0)
+            rows = np.asarray(rows, dtype=np.int64)
+            if rows.size and (rows[0] < 0 or rows[-1] >= frame.height
+                              or np.any(np.diff(rows) <= 0)):
+                # Rows no segment has: the text was more than a predicate (`...) UNION ...`).
+                raise duckdb.Error("it selects rows that are not segments of the store")
         except duckdb.Error as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else \
                 type(err).__name__
@@ -277,7 +285,7 @@ def filter_rows(store: Store, where: str) -> np.ndarray:
             ) from err
     finally:
         con.close()
-    return np.asarray(rows, dtype=np.int64)
+    return rows
 
 
 _VIEWS: dict[str, StoreView] = {}
@@ -379,7 +387,8 @@ def search(
     1-D vector of the store's dimension. ``config=None`` uses the store's recorded config; text
     queries are embedded with the store's model or ``embedder``. ``where`` is a DuckDB SQL
     predicate over the segment columns (``"doc_id LIKE 'docs/v3.6/%'"``, ``"language = 'de'"``):
-    only rows that satisfy it are candidates, in the dense scan and in BM25 alike.
+    only rows that satisfy it are candidates, in the dense scan and in BM25 alike. It runs on
+    a DuckDB connection that sees the segments and nothing else (no file access).
     ``min_cosine`` (default ``Retrieval.MinDenseSimilarity``, 0 = off) drops candidates whose
     dense cosine to the query is below it. ``reranker``: see
     :mod:`arrowdedup.retrieval.rerank` (reorders the candidates that pass the floor, before
