@@ -124,6 +124,14 @@ def test_where_reaches_the_segments_and_nothing_else(versioned: Path, tmp_path: 
     assert everything.results.height > 0  # a plain predicate still works
 
 
+@pytest.mark.parametrize("k", [0, -3, True, 2**31, 10**11])
+def test_k_out_of_range_is_refused_before_anything_runs(versioned: Path, k: int) -> None:
+    """k outside 1 .. 2**31 - 1 is refused as the caller's mistake (a k past Arrow's 32-bit
+    indices reached pyarrow and came back as an ArrowInvalid)."""
+    with pytest.raises(InputError, match=r"^k = "):
+        search(versioned, _query(versioned), k=k)
+
+
 def test_cosine_says_what_rrf_cannot(tmp_path: Path) -> None:
     e = np.eye(DIM, dtype=np.float32)
     frame = segments_frame(["first", "second"], [e[0], e[1]], doc_id=["a", "b"])

@@ -288,6 +288,7 @@ def filter_rows(store: Store, where: str) -> np.ndarray:
     return rows
 
 
+MAX_K = 2**31 - 1  # results are indexed with 32-bit integers downstream (Arrow, Polars)
 _VIEWS: dict[str, StoreView] = {}
 _MAX_VIEWS = 4
 
@@ -401,6 +402,8 @@ def search(
     cfg = view.config if config is None else resolve_config(config)
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise InputError(f"k = {k!r} is invalid: ask for at least 1 result")
+    if k > MAX_K:
+        raise InputError(f"k = {k} is too large: ask for at most {MAX_K:,} results")
     floor = cfg.retrieval.min_dense_similarity if min_cosine is None else float(min_cosine)
     if not -1.0 <= floor <= 1.0 or floor != floor:
         raise InputError(f"min_cosine = {min_cosine!r} is invalid: give a cosine in [-1, 1] "

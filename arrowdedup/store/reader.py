@@ -117,9 +117,9 @@ def damaged(root: str | Path, err: BaseException) -> StoreError:
     """The refusal for a store whose files could not be read: what failed, and the way out."""
     return StoreError(
         f"the store at {root} could not be read ({type(err).__name__}: "
-        f"{str(err).splitlines()[0] if str(err) else 'no detail'}); a file of it may be "
-        f"damaged: run `arrowdedup verify {root}` to find which, then `arrowdedup rollback "
-        f"{root}` to the previous version, or ingest again")
+        f"{str(err).splitlines()[0] if str(err) else 'no detail'}); if a file of it is "
+        f"damaged, `arrowdedup verify {root}` finds which: then `arrowdedup rollback {root}` "
+        "to the previous version, or ingest again")
 
 
 F = TypeVar("F", bound=Callable[..., Any])
