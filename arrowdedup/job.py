@@ -71,7 +71,7 @@ import pyarrow.parquet as pq
 
 from . import progress
 from .config import DedupConfig, resolve_config
-from .errors import InputError, MissingDependencyError, SchemaError, StoreError
+from .errors import ArrowDedupError, InputError, MissingDependencyError, SchemaError, StoreError
 from .rules import RULES_VERSION
 from .schema import read_table_file
 from .store import (
@@ -860,6 +860,19 @@ class RaySession:
             raise self._error
 
 
+def _ray_result(ray: Any, ref: Any) -> Any:
+    """``ray.get(ref)``; a refusal raised inside the task (bad input, a full disk) is raised
+    as itself, as the local engine raises it, not as Ray's wrapper that prints the worker's
+    colored traceback before the message."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None)
+        if isinstance(cause, ArrowDedupError):
+            raise cause from None
+        raise
+
+
 def _ray(source: BucketSource, job: BucketJob, session: RaySession,
          staging: Path | None = None) -> Iterator[tuple[BucketOutput, BucketSummary]]:
     """Buckets as Ray tasks, in order. Tasks on the driver's node write their files into
@@ -881,7 +894,7 @@ def _ray(source: BucketSource, job: BucketJob, session: RaySession,
             while nxt < source.buckets and len(pending) < window:
                 pending[nxt] = task.remote(source, nxt, one_thread)
                 nxt += 1
-            done = ray.get(pending.pop(b))
+            done = _ray_result(ray, pending.pop(b))
             if done is not None:
                 yield done
         # Every bucket is in and written: the commit runs beside Ray's shutdown. (Not before

@@ -180,6 +180,18 @@ def test_ray_engine_is_byte_identical_to_local(inputs, tmp_path):
         before = data_files(tmp_path / "ray")
         with pytest.raises(SchemaError, match="duplicate values across documents"):
             ingest_to_store([bad_path], tmp_path / "ray", buckets=6, engine="ray", replace=True)
+        # A refusal raised inside a task comes out as itself, as from the local engine, not
+        # as Ray's wrapper (whose text starts with the worker's colored traceback).
+        emb = bad.get_column("embedding").to_list()
+        emb[7] = [float("nan")] * len(emb[7])
+        nan_path = tmp_path / "nan.arrow"
+        feather.write_feather(bad.with_columns(pl.Series("embedding", emb, dtype=bad.schema[
+            "embedding"])).to_arrow(), nan_path, compression="uncompressed")
+        with pytest.raises(SchemaError) as info:
+            ingest_to_store([nan_path], tmp_path / "ray", buckets=6, engine="ray", replace=True)
+        assert type(info.value) is SchemaError
+        assert str(info.value).startswith("column 'embedding': NaN") and "(rows 7)" in str(
+            info.value)
     finally:
         ray.shutdown()
     assert data_files(tmp_path / "local") == before
