@@ -34,6 +34,7 @@ from .store import DEFAULT_BUCKETS, Store, StoreWriter, bucket_of, encode_bucket
 from .store.delta import DeltaWriter
 from .store.fingerprint import FINGERPRINT_KIND, document_fingerprints, empty_fingerprints
 from .store.layout import FINGERPRINTS, HISTORY, KEEP_VERSIONS, UPDATABLE_FORMAT, part_name
+from .store.reader import reads_store
 from .store.writer import parquet_bytes
 
 if TYPE_CHECKING:
@@ -248,6 +249,7 @@ def _result(store: Store, timings: dict[str, float], cfg: DedupConfig, plan: Pla
     return JobResult(store, _timings(timings), cfg, changes=plan.counts(), dry_run=dry_run)
 
 
+@reads_store
 def update_store(
     store: str | Path | Store,
     inputs: Source,
@@ -343,6 +345,7 @@ def extraction_record(extract: dict[str, Any]) -> dict[str, Any]:
                                         "doc_version_from_path")}
 
 
+@reads_store
 def delete_documents(
     store: str | Path | Store, doc_ids: Iterable[str], *, dry_run: bool = False,
     keep_versions: int = KEEP_VERSIONS,
@@ -385,6 +388,7 @@ def delete_documents(
     return _result(open_store(current.root), timings, cfg, plan, start)
 
 
+@reads_store
 def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIONS
                   ) -> JobResult:
     """Fold the current version's deltas into one base, written as a new version (the same

@@ -423,10 +423,10 @@ def _damage(path: Path) -> None:
 
 def test_a_damaged_store_file_is_refused_with_the_way_out(inputs: tuple[Path, Path],
                                                           tmp_path: Path) -> None:
-    """A store file whose bytes a reading library rejects: the library's search and context
-    and every store command of the CLI refuse with the store named and `verify` /
+    """A store file whose bytes a reading library rejects: the library's search, context and
+    store-life calls and every store command of the CLI refuse with the store named and `verify` /
     `rollback` as the way out, never with that library's own exception or a traceback."""
-    from arrowdedup import build_context, search
+    from arrowdedup import build_context, compact_store, delete_documents, search
     from arrowdedup.store.reader import damaged, read_failure
 
     root = tmp_path / "s"
@@ -434,7 +434,9 @@ def test_a_damaged_store_file_is_refused_with_the_way_out(inputs: tuple[Path, Pa
     query = unit(np.random.default_rng(1).normal(size=16)).astype(np.float32)
     for part in sorted((root / "current" / "segments").glob("*.parquet")):
         _damage(part)
-    for call in (lambda: search(root, query, k=3), lambda: build_context(root, query, k=3)):
+    delete_documents(root, ["d1-0"])  # a delta: tombstones only, no data file is read
+    for call in (lambda: search(root, query, k=3), lambda: build_context(root, query, k=3),
+                 lambda: compact_store(root)):  # folding the delta reads the base
         with pytest.raises(StoreError) as info:
             call()
         message = str(info.value)
