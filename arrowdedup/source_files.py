@@ -35,8 +35,8 @@ def _files(paths: Sequence[Path], root: str | Path | None) -> list[Any]:
 
 
 def _stat(file: Any) -> dict[str, Any]:
-    if file.special:  # hashing a named pipe would wait for a writer
-        raise OSError(f"{file.path} is not a regular file")
+    if file.problem is not None:  # e.g. hashing a named pipe would wait for a writer
+        raise OSError(file.problem)
     st = file.path.stat()
     return {"size": int(st.st_size), "mtime_ns": int(st.st_mtime_ns),
             "hash": content_hash(file.path)}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import string
+import sys
 import tempfile
 from pathlib import Path
 
@@ -569,6 +571,22 @@ def test_a_named_pipe_is_refused_never_read(tmp_path: Path) -> None:
     assert "--skip-bad-files" in result.skipped[0].reason
     records = file_records([tmp_path], None, ["good", "pipe"])
     assert [Path(p).name for p in records] == ["good.md"]
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS refuses names that are not UTF-8")
+def test_a_file_name_that_is_not_utf8_is_refused_by_name(tmp_path: Path) -> None:
+    """A name with bytes that are not UTF-8 can be no doc_id: refused with the name shown
+    escaped (or skipped), never a UnicodeEncodeError from deep inside the table building."""
+    write(tmp_path / "good.md", "fine\n")
+    bad = os.fsdecode(bytes(tmp_path) + b"/bad\xffname.md")
+    with open(bad, "w", encoding="utf-8") as fh:
+        fh.write("# B\n\nText.\n")
+    with pytest.raises(InputError, match=r"bad\\xffname\.md: the file name is not valid UTF-8"):
+        extract(tmp_path)
+    result = extract_documents(tmp_path, skip_bad_files=True)
+    assert result.files == ("good.md",)
+    assert [s.path for s in result.skipped] == ["bad\\xffname.md"]
+    json.dumps(result.manifest(), ensure_ascii=False).encode("utf-8")  # writable as UTF-8
 
 
 def test_doc_id_collision(tmp_path: Path) -> None:

@@ -191,9 +191,10 @@ class _File:
     rel: str  # posix path relative to the root
     fmt: str
     size: int = 0
-    # Not a regular file (a named pipe, socket or device): never opened, since reading a pipe
-    # waits for a writer that may never come; refused (or skipped) by name instead.
-    special: bool = False
+    # Why the file cannot be taken, found before it is opened (a named pipe, socket or
+    # device: reading a pipe waits for a writer that may never come; a name that is not
+    # UTF-8, which no doc_id can hold); refused (or skipped) by name instead. None: fine.
+    problem: str | None = None
 
     @property
     def doc_id(self) -> str:
@@ -275,9 +276,10 @@ def extract_documents(
     timings = {"discover": time.perf_counter() - started}
 
     tick = time.perf_counter()
-    documents = [f for f in files if f.fmt in _PARSERS and not f.special]
+    documents = [f for f in files if f.fmt in _PARSERS and f.problem is None]
     parsed = _parse_all(documents, workers)
-    parsed.update(_parse_pdfs([f for f in files if f.fmt == "pdf" and not f.special], workers))
+    parsed.update(_parse_pdfs([f for f in files if f.fmt == "pdf" and f.problem is None],
+                              workers))
     timings["parse"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -308,10 +310,8 @@ def extract_documents(
 
     for file in files:
         try:
-            if file.special:
-                raise InputError(
-                    f"{file.display} is not a regular file (a named pipe, socket or device), "
-                    f"so reading it could wait forever: remove it from the input, {_SKIP_HINT}")
+            if file.problem is not None:
+                raise InputError(file.problem)
             if file.fmt in _PASSTHROUGH:
                 flush()
                 frame = (
@@ -353,7 +353,7 @@ def extract_documents(
             if not skip_bad_files:
                 raise
             log.info("skipped %s: %s", file.display, err)
-            skipped.append(SkippedFile(file.rel, str(err)))
+            skipped.append(SkippedFile(printable(file.rel), str(err)))
     flush()
     unknown = [k for k in keys or [] if k not in keys_seen]
     if unknown:
@@ -449,6 +449,21 @@ def _key_columns(key_columns: Sequence[str] | str | None) -> list[str] | None:
     names = key_columns.split(",") if isinstance(key_columns, str) else list(key_columns)
     names = [n.strip() for n in names if n.strip()]
     return names or None
+
+
+def _is_utf8(name: str) -> bool:
+    """False for a name holding bytes that are not UTF-8 (Python keeps them as surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(path: Path | str) -> str:
+    """``path`` with bytes that are not UTF-8 shown as ``\\xff`` escapes (a message holding
+    the raw surrogates could not even be printed)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _read_bytes(path: Path, display: str) -> bytes:
@@ -639,10 +654,18 @@ def _discover(paths: PathsInput, root: str | Path | None,
             ) from err
         try:
             st = path.stat()
-            size, special = st.st_size, not stat.S_ISREG(st.st_mode)
+            size, regular = st.st_size, stat.S_ISREG(st.st_mode)
         except OSError:
-            size, special = 0, False  # unreadable: reported when it is read
-        found[absolute] = _File(path, absolute, base, rel, fmt, size, special)
+            size, regular = 0, True  # unreadable: reported when it is read
+        problem = None
+        if not _is_utf8(rel):
+            problem = (f"{printable(path)}: the file name is not valid UTF-8, so no doc_id can "
+                       "hold it: rename the file (e.g. convmv -f latin1 -t utf8 --notest), "
+                       f"{_SKIP_HINT}")
+        elif not regular:
+            problem = (f"{path} is not a regular file (a named pipe, socket or device), so "
+                       f"reading it could wait forever: remove it from the input, {_SKIP_HINT}")
+        found[absolute] = _File(path, absolute, base, rel, fmt, size, problem)
 
     for arg in args:
         path = Path(arg)
