@@ -449,6 +449,7 @@ def test_a_damaged_store_file_is_refused_with_the_way_out(inputs: tuple[Path, Pa
         assert isinstance(cli.exception, SystemExit), (args, cli.exception)
         if args[0] != "verify":  # verify lists what it found instead
             assert "error: " in cli.output and "Traceback" not in cli.output, (args, cli.output)
+            assert "verify" in cli.output, (args, cli.output)  # the way out, not another error
     # Only the reading libraries' errors are translated; a plain bug still surfaces as such.
     assert not read_failure(KeyError("x")) and not read_failure(StoreError("x"))
     assert str(root) in str(damaged(root, ValueError("boom")))
