@@ -373,3 +373,32 @@ def test_context_brings_the_code_a_result_introduces(built: tuple[Path, Path, st
                         "--where", "segment_type <> 'code'", "--json"])
     assert code == 0
     assert all(s["segment_type"] != "code" for s in json.loads(out)["segments"])
+
+
+def test_data_is_printed_as_data_never_as_markup_or_terminal_codes(tmp_path: Path) -> None:
+    """Segment texts and doc_ids are the corpus's words: Rich markup in them ("[/]",
+    "[link=...]") is printed as written (it raised MarkupError mid-table), and control
+    characters (an ESC that starts a terminal escape sequence) are shown as \\x1b escapes, so
+    a document cannot recolour, move or retitle the reader's terminal."""
+    import numpy as np
+    from conftest import segments_frame, unit
+
+    from arrowdedup import ingest_to_store
+
+    rng = np.random.default_rng(0)
+    base = unit(rng.normal(size=8))
+    texts = ["[/] nothing to close [bold red]RED[/bold red] \x1b]0;pwned\x07 title",
+             "[/] nothing to close [bold red]RED[/bold red] \x1b[31m near copy",
+             "plain text", "other words"]
+    embeddings = [base, unit(base + 0.01), unit(rng.normal(size=8)), unit(rng.normal(size=8))]
+    frame = segments_frame(texts, embeddings, doc_id=["[/]doc\x1b[2J", "[/]doc\x1b[2J", "d2",
+                                                      "d2"], salience=[0.9, 0.5, 0.5, 0.5])
+    root = tmp_path / "s"
+    ingest_to_store(frame, root, quiet=True, config={"Ingestion": {"FactGuard": False}})
+    for args in (["merges", str(root)], ["stats", str(root)], ["versions", str(root)]):
+        out = runner.invoke(app, args)
+        assert out.exit_code == 0, (args, out.output)
+        assert "\x1b" not in out.output and "\x07" not in out.output, (args, out.output)
+    merges = runner.invoke(app, ["merges", str(root)]).output
+    assert "[bold" in merges and "[/]" in merges  # the markup as written, not consumed
+    assert "\\x1b" in merges  # shown, not obeyed

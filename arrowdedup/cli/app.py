@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -71,8 +72,11 @@ class DeferredConsole:
         setattr(self._real(), name, value)
 
 
-console: Console = DeferredConsole(highlight=False)  # type: ignore[assignment]
-err_console: Console = DeferredConsole(stderr=True, highlight=False)  # type: ignore[assignment]
+# markup=False: what is printed is data (texts, doc_ids, paths), printed as it is; a segment
+# holding "[/]" or "[link=...]" is no Rich markup (it raised MarkupError mid-table before).
+console: Console = DeferredConsole(highlight=False, markup=False)  # type: ignore[assignment]
+err_console: Console = DeferredConsole(  # type: ignore[assignment]
+    stderr=True, highlight=False, markup=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -133,9 +137,21 @@ EmbedderOpt = Annotated[str | None, typer.Option(
     help="'minilm' or 'model2vec:PATH' (default: the model the store records).")]
 
 
+# C0 controls but tab and newline, DEL and C1 (ESC starts a terminal escape sequence).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(value: object) -> str:
+    """A data value for a terminal table: its text with control characters shown as ``\\x1b``
+    escapes, so a segment cannot move the cursor, recolour or retitle the reader's terminal
+    (Rich passes escape sequences through)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
 def middle(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters from the middle (``docs/v3…/install``): both the
-    start and the end of a path or id say which one it is."""
+    start and the end of a path or id say which one it is (control characters escaped)."""
+    text = plain(text)
     if width < 1:
         return ""
     if len(text) <= width:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from .app import app, clean_errors, console, id_width, middle
+from .app import app, clean_errors, console, id_width, middle, plain
 
 
 @app.command()
@@ -50,6 +50,6 @@ def merges(
     for r in rows.iter_rows(named=True):
         value = r["reason"] if refused else (
             "" if r["similarity"] is None else f"{r['similarity']:.3f}")
-        table.add_row(middle(str(r["doc_id"]), width), str(value or ""),
-                      str(r["segment_text"] or ""), str(r["representative_text"] or ""))
+        table.add_row(middle(str(r["doc_id"]), width), plain(value or ""),
+                      plain(r["segment_text"] or ""), plain(r["representative_text"] or ""))
     console.print(table)

@@ -17,6 +17,7 @@ from .app import (
     id_width,
     middle,
     note,
+    plain,
     print_json,
 )
 
@@ -86,7 +87,7 @@ def results_table(title: str, results: Any, width: int) -> Table:
         dups = len(r["displaced_ids"] or [])
         cell.append(middle(f"{ranks}" + (f" · {dups} dup{'s' if dups != 1 else ''}"
                                          if dups else ""), ids))
-        text = " ".join(str(r["text"]).split())
+        text = " ".join(plain(r["text"]).split())
         cosine = r.get("cosine")
         table.add_row(str(r["rank"]), f"{r['score']:.3f}",
                       "-" if cosine is None else f"{cosine:.3f}", "\n".join(cell),

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import InputError
-from .app import app, clean_errors, console
+from .app import app, clean_errors, console, plain
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -60,7 +60,7 @@ def _rows_table(title: str, columns: list[str], rows: list[tuple[Any, ...]]) -> 
         # A null in a row is a missing key (a document without language, say), not a metric
         # that lacks data.
         table.add_row(*("(none)" if v is None else _number(v) if isinstance(v, float)
-                        else str(v) for v in row))
+                        else plain(v) for v in row))
     return table
 
 
