@@ -358,7 +358,9 @@ class DedupConfig:
             else:
                 path = Path(source)
                 try:
-                    text = path.read_text(encoding="utf-8")
+                    # utf-8-sig: a file saved with a byte-order mark (Windows editors) is
+                    # the same JSON.
+                    text = path.read_text(encoding="utf-8-sig")
                 except (OSError, UnicodeDecodeError, ValueError) as err:
                     raise ConfigError(
                         f"cannot read config file {path}: {err}; give a readable UTF-8 JSON file"

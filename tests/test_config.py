@@ -101,3 +101,10 @@ def test_frozen() -> None:
     c = DedupConfig()
     with pytest.raises(AttributeError):
         c.ingestion.similarity_threshold = 0.5  # type: ignore[misc]
+
+
+def test_a_config_file_with_a_byte_order_mark_is_read(tmp_path) -> None:
+    """Windows editors save UTF-8 with a BOM: the same JSON, read as such."""
+    path = tmp_path / "c.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"Ingestion": {"SimilarityThreshold": 0.85}}')
+    assert DedupConfig.from_json(path).ingestion.similarity_threshold == 0.85

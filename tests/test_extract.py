@@ -783,3 +783,13 @@ def test_fenced_code_keeps_its_language(tmp_path: Path) -> None:
     write(tmp_path / "a.md", "# A\n\n```yaml\n# not a heading\nkey: 1\n```\n\n```\nplain\n```\n")
     frame = extract(tmp_path / "a.md").filter(pl.col("segment_type") == "code")
     assert frame["code_language"].to_list() == ["yaml", None]
+
+
+def test_extract_to_an_unwritable_place_is_refused(tmp_path: Path) -> None:
+    write(tmp_path / "a.md", "words\n")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")  # a file where a folder would have to be
+    out = CliRunner().invoke(app, ["extract", str(tmp_path / "a.md"), "-o",
+                                   str(blocker / "sub" / "out.parquet")])
+    assert out.exit_code == 1, out.output
+    assert out.output.startswith("error: cannot write --out") and "Traceback" not in out.output

@@ -64,12 +64,16 @@ def extract(
             skip_bad_files=skip_bad_files, workers=workers, detect_keys=detect_keys,
             doc_version_from_path=doc_version_from_path,
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
     from ..store.atomic import atomic_path
 
     # Temp file in the same folder, then an atomic rename: a reader never sees half a file.
-    with atomic_path(out) as tmp:
-        result.segments.write_parquet(tmp, compression="zstd", statistics=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(out) as tmp:
+            result.segments.write_parquet(tmp, compression="zstd", statistics=True)
+    except OSError as err:  # Polars reports a failed create as an OSError too
+        raise InputError(f"cannot write --out {out}: {err.strerror or err}; choose a "
+                         "writable location") from err
     if not quiet or as_json:
         for line in result.left_out():
             note(line)
