@@ -234,21 +234,24 @@ def _is_ipc_file(path: Path) -> bool:
         raise InputError(f"cannot read {path}: {err}") from err
 
 
-def _mapped(path: str) -> pa.Table:
-    return _mapped_at(path)[0]
+def _mapped(path: str, *, validate: bool = True) -> pa.Table:
+    return _mapped_at(path, validate=validate)[0]
 
 
-def _mapped_at(path: str) -> tuple[pa.Table, int, int]:
+def _mapped_at(path: str, *, validate: bool = True) -> tuple[pa.Table, int, int]:
     """The memory-mapped table of an IPC file, the address of the mapping and its size (a
     buffer of the table lies in the file at ``buffer.address - base`` when it lies in the
-    mapping at all: a compressed file's buffers are decompressed into memory instead)."""
+    mapping at all: a compressed file's buffers are decompressed into memory instead).
+    ``validate=False`` for the job's own partition files, written from batches that a
+    Parquet reader built or :func:`read_table_file` validated."""
     try:
         with pa.memory_map(path, "r") as source:
             size = source.size()
             base = source.read_buffer(1).address if size else 0
             source.seek(0)
             table = ipc.open_file(source).read_all()
-        _validate_once(path, table)
+        if validate:
+            _validate_once(path, table)
         return table, base, size
     except (pa.ArrowException, OSError) as err:
         # A file cut short loses its footer ("Not an Arrow file"): say what to do about it.
@@ -419,7 +422,9 @@ class BucketSource:
     tables: tuple[pa.Table, ...] = dataclasses.field(default=(), compare=False, repr=False)
 
     def open(self, key: str) -> pa.Table:
-        return self.tables[int(key[4:])] if key.startswith("mem:") else _mapped(key)
+        if key.startswith("mem:"):
+            return self.tables[int(key[4:])]
+        return _mapped(key, validate=not self.partitioned)
 
     def table_of(self, path: str, cache: SourceCache | None = None
                  ) -> tuple[pa.Table, int, int]:
@@ -441,7 +446,7 @@ class BucketSource:
             if not path:
                 return None, None
             saved = Path(_row_numbers_file(path))
-            return _mapped(path), np.load(saved) if saved.exists() else None
+            return self.open(path), np.load(saved) if saved.exists() else None
         parts: list[pa.Table] = []
         numbers: list[np.ndarray] = []
         offset = 0
