@@ -268,18 +268,21 @@ def test_binary_text_column_in_parquet_refused(tmp_path: Path) -> None:
     assert cli.exit_code == 1 and "Traceback" not in cli.output
 
 
+def _write_ipc(path: Path, table: pa.Table, *, stream: bool = False) -> Path:
+    """``table`` as an Arrow IPC file (or stream) at ``path``."""
+    new = ipc.new_stream if stream else ipc.new_file
+    with pa.OSFile(str(path), "wb") as sink, new(sink, table.schema) as w:
+        w.write_table(table)
+    return path
+
+
 def _good_file(tmp_path: Path, kind: str) -> Path:
     table = base(40).to_arrow()
     path = tmp_path / f"good.{kind}"
     if kind == "parquet":
         pq.write_table(table, path)
-    elif kind == "arrow":
-        with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, table.schema) as w:
-            w.write_table(table)
-    else:
-        with pa.OSFile(str(path), "wb") as sink, ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table)
-    return path
+        return path
+    return _write_ipc(path, table, stream=kind != "arrow")
 
 
 @pytest.mark.parametrize("kind", ["parquet", "arrow", "stream"])
@@ -490,14 +493,10 @@ def test_job_refusals_name_input_rows_not_bucket_rows(tmp_path: Path, layout: st
     source: object
     kwargs: dict[str, object] = {}
     if layout == "ipc":
-        source = tmp_path / "in.arrow"
-        with pa.OSFile(str(source), "wb") as sink, ipc.new_file(sink, table.schema) as w:
-            w.write_table(table)
+        source = _write_ipc(tmp_path / "in.arrow", table)
     elif layout == "two_ipc":
-        source = [tmp_path / "a.arrow", tmp_path / "b.arrow"]
-        for path, part in zip(source, (table.slice(0, 100), table.slice(100)), strict=True):
-            with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, part.schema) as w:
-                w.write_table(part)
+        source = [_write_ipc(tmp_path / "a.arrow", table.slice(0, 100)),
+                  _write_ipc(tmp_path / "b.arrow", table.slice(100))]
     elif layout == "memory":
         source = frame
     elif layout == "parquet_partitioned":
@@ -505,9 +504,7 @@ def test_job_refusals_name_input_rows_not_bucket_rows(tmp_path: Path, layout: st
         pq.write_table(table, source, row_group_size=64)
         kwargs["memory_budget"] = 0  # partitioned to disk, not read whole
     else:
-        source = tmp_path / "stream.arrow"
-        with pa.OSFile(str(source), "wb") as sink, ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table)
+        source = _write_ipc(tmp_path / "stream.arrow", table, stream=True)
     with pytest.raises(SchemaError) as info:
         ingest_to_store(source, tmp_path / "s", buckets=4, quiet=True, **kwargs)
     assert f"(rows {row})" in str(info.value), str(info.value)
@@ -547,12 +544,8 @@ def test_corrupted_ipc_files_never_crash_the_job(tmp_path: Path) -> None:
         "position": pa.array(range(n), pa.int32()),
         "embedding": pa.FixedSizeListArray.from_arrays(
             pa.array(rng.normal(size=n * 8).astype(np.float32)), 8)})
-    formats = []
-    for name, new in (("file", ipc.new_file), ("stream", ipc.new_stream)):
-        good = tmp_path / f"good-{name}.arrow"
-        with pa.OSFile(str(good), "wb") as sink, new(sink, table.schema) as w:
-            w.write_table(table)
-        formats.append(good.read_bytes())
+    formats = [_write_ipc(tmp_path / f"good-{name}.arrow", table,
+                          stream=name == "stream").read_bytes() for name in ("file", "stream")]
     for trial in range(40):
         data = formats[trial % 2]  # a stream takes the partitioning path
         flipped = bytearray(data)
