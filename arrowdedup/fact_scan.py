@@ -90,13 +90,26 @@ def _cls(cp: int) -> int:
 
 
 @numba.njit(inline="always")
+def _ext_a_case(cp: int) -> int:
+    """Latin Extended-A (U+0100-U+017F): 1 for a capital, 2 for a small letter. Pairs
+    alternate capital first, except where a lone letter shifts them: from U+0139 (Ĺ ... Ł ł
+    Ń ń, Polish and Slovak) and from U+0179 (Ź ź Ż ż Ž ž) the capital is odd."""
+    if cp == 0x138 or cp == 0x149 or cp == 0x17F:
+        return 2  # ĸ, ŉ, ſ: small letters without a capital
+    if cp == 0x178:
+        return 1  # Ÿ (its small letter is ÿ, U+00FF)
+    odd_upper = (0x139 <= cp <= 0x148) or (0x179 <= cp <= 0x17E)
+    return 1 if (cp % 2 == 1) == odd_upper else 2
+
+
+@numba.njit(inline="always")
 def _is_upper(cp: int) -> bool:
     if cp < 0x80:
         return 65 <= cp <= 90
     if 0xC0 <= cp <= 0xDE:
         return cp != 0xD7
     if 0x100 <= cp <= 0x17F:
-        return cp % 2 == 0
+        return _ext_a_case(cp) == 1
     if 0x391 <= cp <= 0x3A9:
         return True
     return 0x400 <= cp <= 0x42F
@@ -109,7 +122,7 @@ def _is_lower(cp: int) -> bool:
     if 0xDF <= cp <= 0xFF:
         return cp != 0xF7
     if 0x100 <= cp <= 0x17F:
-        return cp % 2 == 1
+        return _ext_a_case(cp) == 2
     if 0x3AC <= cp <= 0x3CE:
         return True
     return 0x430 <= cp <= 0x45F
@@ -121,8 +134,8 @@ def _lower(cp: int) -> int:
         return cp + 32
     if 0xC0 <= cp <= 0xDE and cp != 0xD7:
         return cp + 32
-    if 0x100 <= cp <= 0x17F and cp % 2 == 0:
-        return cp + 1
+    if 0x100 <= cp <= 0x17F and _ext_a_case(cp) == 1:
+        return 0xFF if cp == 0x178 else cp + 1
     if 0x391 <= cp <= 0x3A9:
         return cp + 32
     if 0x410 <= cp <= 0x42F:
@@ -329,6 +342,88 @@ def _quoted_at(data: np.ndarray, i: int, e: int, out: np.ndarray, n_out: int,
     return n_out, found + (1 if close < 0x80 else (2 if close < 0x800 else 3))
 
 
+W_OTHER, W_KANA, W_HAN, W_HANGUL, W_KATAKANA = 0, 1, 2, 3, 4
+
+
+@numba.njit(inline="always")
+def _wide_class(cp: int) -> int:
+    """The script of a wide code point, for :func:`_wide_terms`."""
+    if 0x3040 <= cp <= 0x309F:
+        return W_KANA  # hiragana: particles and endings, which join the terms
+    if (0x30A1 <= cp <= 0x30FA) or cp == 0x30FC or (0xFF66 <= cp <= 0xFF9F) \
+            or (0x31F0 <= cp <= 0x31FF):
+        return W_KATAKANA
+    if (0x4E00 <= cp <= 0x9FFF) or (0x3400 <= cp <= 0x4DBF) or (0xF900 <= cp <= 0xFAFF) \
+            or (0x20000 <= cp <= 0x3FFFF):
+        return W_HAN
+    if (0xAC00 <= cp <= 0xD7AF) or (0x1100 <= cp <= 0x11FF) or (0x3130 <= cp <= 0x318F):
+        return W_HANGUL
+    if cp == 0x30FB:
+        return W_KANA  # the katakana middle dot separates two terms
+    return W_OTHER
+
+
+@numba.njit(inline="always")
+def _is_han_negation(cp: int) -> bool:
+    """不 没 沒 未 無 无 非 别: a negation fact of their own (``_CJK_NEGATIONS``), so the
+    term pairs read through them ("不支持" and "支持" share 支持)."""
+    return cp == 0x4E0D or cp == 0x6CA1 or cp == 0x6C92 or cp == 0x672A or cp == 0x7121 \
+        or cp == 0x65E0 or cp == 0x975E or cp == 0x522B
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _wide_terms(data: np.ndarray, ps: int, pe: int, out: np.ndarray, n_out: int,
+                scratch: np.ndarray) -> int:
+    """The terms of a wide piece (a run of scripts without case and, for Chinese and
+    Japanese, without spaces between words), each an identifier: every pair of adjacent
+    Han characters or Hangul syllables, every katakana word (Japanese writes loanwords and
+    technical terms in katakana: エクスポーター, トレース) and every word of another
+    such script (Bengali, Devanagari, Thai, ...), of two characters or more. Capitals
+    mark names in Latin text; these scripts have none, and the bundled embedders, trained on
+    English, place unrelated texts in them close together (measured on the shared corpus:
+    most cosine merges of Japanese, Chinese, Korean and Bengali paragraphs joined different
+    texts), so the guard has only their words to go by. Hiragana (particles and endings)
+    separate terms and are no facts."""
+    i = ps
+    run_s = ps  # start of the current run
+    run_chars = 0
+    run_cls = -1
+    prev_s = ps  # the previous character of the run: its bytes [prev_s, prev_e)
+    prev_e = ps
+    while True:
+        if i < pe:
+            cp, ln = _decode(data, i, pe)
+            c = _wide_class(cp)
+            if c == W_HAN and run_cls == W_HAN and _is_han_negation(cp):
+                i += ln  # read through: the pair spans it
+                continue
+        else:
+            ln = 0
+            c = -2
+        if c != run_cls or c == W_KANA:
+            # The run [run_s, i) ends.
+            if run_chars >= 2 and (run_cls == W_KATAKANA or run_cls == W_OTHER):
+                n_out = _push(out, n_out, _xxh64_one(data, run_s, i), K_IDENT)
+            run_s = i
+            run_chars = 0
+            run_cls = c
+        if i >= pe:
+            return n_out
+        if (c == W_HAN or c == W_HANGUL) and run_chars >= 1:
+            w = 0
+            for q in range(prev_s, prev_e):
+                scratch[w] = data[q]
+                w += 1
+            for q in range(i, i + ln):
+                scratch[w] = data[q]
+                w += 1
+            n_out = _push(out, n_out, _xxh64_one(scratch, 0, w), K_IDENT)
+        prev_s = i
+        prev_e = i + ln
+        run_chars += 1
+        i += ln
+
+
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _sort_unique(out: np.ndarray, lo: int, hi: int) -> int:
     """Sort ``out[lo:hi]`` and drop repeats in place; returns the new end. Rows hold a
@@ -465,8 +560,9 @@ def _scan(
                 else:
                     cp, ln = _decode(data, cs, ce)
                     c = _cls(cp)
-                if (cp == 35 or cp == 126) and cs + 1 < ce and 48 <= data[cs + 1] <= 57:
-                    cs += 1  # "#123", "~26%": the number is the fact
+                if (cp == 35 or cp == 126 or cp == 36) and cs + 1 < ce \
+                        and 48 <= data[cs + 1] <= 57:
+                    cs += 1  # "#123", "~26%", "$5": the number is the fact
                     continue
                 if (c == C_PUNCT or c == C_APOS) and cp != 45 and cp != 46 and cp != 47 \
                         and cp != 126 and cp != 36 and cp != 64 and cp != 35:
@@ -514,8 +610,11 @@ def _scan(
                 n_out = _push(out, n_out, h, K_IDENT)
                 continue
             # Pieces: split where a wide script meets a narrow one, at '=' and at inner
-            # punctuation of wide scripts.
+            # punctuation of wide scripts. Only the first piece of a chunk starts a sentence,
+            # or one after a wide full stop: Chinese and Japanese put no space between a
+            # sentence and a name in it ("詳細はJavaエージェント").
             p = cs
+            next_start = sentence_start
             while p < ce:
                 cp, ln = _decode(data, p, ce)
                 wide = _cls(cp) == C_WIDE
@@ -617,11 +716,17 @@ def _scan(
                         p += lq
                 pe = p
                 if p < ce and ps == pe:
+                    if cp == 0x3002 or cp == 0xFF01 or cp == 0xFF1F:
+                        next_start = True
                     p += ln  # a lone separator
                     continue
+                piece_start = next_start
+                next_start = False
                 if p < ce:
                     cp2, ln2 = _decode(data, p, ce)
                     if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
+                        if cp2 == 0x3002 or cp2 == 0xFF01 or cp2 == 0xFF1F:
+                            next_start = True
                         p += ln2
                 if not wide and pend_num < 0 and n_upper + n_lower == n_chars and \
                         n_upper <= 1 and not upper_after_lower:
@@ -635,7 +740,7 @@ def _scan(
                     if idx < 0:
                         if n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2:
                             title_words += 1
-                            kind = 0 if (sentence_start or nouns[r]) else K_NAME
+                            kind = 0 if (piece_start or nouns[r]) else K_NAME
                             n_out = _push(out, n_out, _xxh64_one(data, ps, pe), kind)
                         elif _is_lower(first_cp):
                             lower_words += 1
@@ -679,6 +784,7 @@ def _scan(
                         scratch[1] = 111
                         scratch[2] = 116
                         use_scratch = 3
+                    n_out = _wide_terms(data, ps, pe, out, n_out, scratch)
                 else:
                     starts_digit = 48 <= first_cp <= 57
                     signed = first_cp == 45 and 48 <= second_cp <= 57
@@ -839,6 +945,13 @@ def _scan(
                                 we -= 4
                         idx = _word_index(data, ps, we, scratch, word_keys, word_filter)
                         title = n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2
+                        # An acronym of three letters or more ("TCP", "JSON"; "APIs" as
+                        # "API"). Two-letter ones stay words: SPEC's own example merges "ML
+                        # systems need data for training" into "Machine learning models
+                        # require training data".
+                        acronym = (n_alpha >= 3 and n_lower == 0 and n_upper == n_alpha) or (
+                            n_lower == 1 and n_upper >= 3 and data[we - 1] == 115
+                            and n_upper + 1 == n_alpha)
                         if title:
                             title_words += 1
                         elif _is_lower(first_cp):
@@ -867,8 +980,15 @@ def _scan(
                             else:
                                 n_out = _push(out, n_out, val, vk)
                                 kind = 0
+                                if acronym and vk != K_NEGATION:
+                                    # "GET", "TRUE": the word's fact and the acronym's.
+                                    n_out = _push(out, n_out, _xxh64_one(data, ps, we), K_IDENT)
+                        elif acronym:
+                            # A term an answer hinges on, wherever it stands in a sentence.
+                            kind = K_IDENT
+                            hash_e = we - 1 if n_lower == 1 else we
                         elif title:
-                            kind = 0 if (sentence_start or nouns[r]) else K_NAME
+                            kind = 0 if (piece_start or nouns[r]) else K_NAME
                             hash_e = we
                             # A mention (kind 0) is written too: it lets a name of the other
                             # segment be found here.

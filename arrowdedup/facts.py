@@ -11,16 +11,21 @@ The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted,
 
 - ``number``: numbers with a unit from a closed list (``217MB`` = ``217 mb``), thousands
   separators removed by the language's convention (``10,000`` = ``10000``; German ``10.000``,
-  decimal comma ``1,5`` = ``1.5``), leading zeros dropped, small number words as digits;
+  decimal comma ``1,5`` = ``1.5``), leading zeros dropped, small number words as digits; a
+  sign in front (``#3``, ``~26%``, ``$5``) is not part of the number;
 - ``date``: month and weekday names of the supported languages, clock times (``10:30``);
 - ``version``: dotted numbers, which keep their form (``3.5`` ≠ ``3.50``; ``v3.5`` = ``3.5``);
 - ``identifier``: flags, paths, URLs, IP addresses, ``snake_case``, ``camelCase`` /
-  ``PascalCase``, dotted names, words with digits (``node0``), backticked or quoted terms, and
-  in ``code`` segments every token;
+  ``PascalCase``, dotted names, words with digits (``node0``), backticked or quoted terms,
+  acronyms of three letters or more (``TCP``, ``GET``, ``MUST``; ``APIs`` = ``API``), and
+  in ``code`` segments every token. In scripts without case (Han, kana, Hangul, Bengali,
+  Devanagari, ...) the terms: each pair of adjacent Han characters or Hangul syllables, each
+  katakana word and each word of the other scripts (:func:`fact_scan._wide_terms` says why);
 - ``name``: a capitalised word that does not start a sentence, in languages that do not
   capitalise ordinary words (German does: there, capitalised words are never names), and not
   in a Title Case text (most words capitalised); all-caps acronyms are not names;
-- ``opposite``: a word of the closed list :data:`OPPOSITES` (enable/disable, min/max, …); it
+- ``opposite``: a word of the closed list :data:`OPPOSITES` (enable/disable, min/max,
+  leader/follower, odd/even, …, in the languages of the shared corpus); it
   refuses a merge when the other segment says its antonym (a contradiction), or, for the
   strict types, when the other segment does not say it too;
 - ``negation``: one token for "the segment negates" (``not``, ``n't``, ``never``, ``nicht``,
@@ -189,6 +194,34 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("acquit acquits acquitted", "convict convicts convicted"),
     ("win wins won winning", "lose loses lost losing"),
     ("rise rises rose rising", "fall falls fell falling"),
+    ("permit permits permitted permitting", "forbid forbids forbidden forbidding prohibit "
+     "prohibits prohibited prohibiting"),
+    ("odd", "even"),
+    ("static statically", "dynamic dynamically"),
+    ("signed", "unsigned"),
+    ("horizontal horizontally", "vertical vertically"),
+    ("stateful", "stateless"),
+    ("mutable", "immutable"),
+    ("blocking", "non-blocking nonblocking"),
+    ("leader leaders", "follower followers"),
+    ("parent parents", "child children"),
+    ("producer producers", "consumer consumers"),
+    ("upstream", "downstream"),
+    ("frontend front-end frontends", "backend back-end backends"),
+    ("head", "tail"),
+    ("cumulative", "delta"),
+    ("explicit explicitly", "implicit implicitly"),
+    ("global globally", "local locally"),
+    ("absolute", "relative"),
+    ("stable", "experimental unstable"),
+    ("first", "last"),
+    ("more", "less fewer"),
+    ("most", "least"),
+    ("above", "below"),
+    ("soft", "hard"),
+    ("online", "offline"),
+    ("get gets getting", "set sets setting"),
+    ("oldest older", "newest newer"),
     ("aktivieren aktiviert aktiviere", "deaktivieren deaktiviert deaktiviere"),
     ("erlauben erlaubt", "verbieten verboten"),
     ("hinzufügen hinzugefügt", "entfernen entfernt"),
@@ -197,12 +230,26 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("obere oberen", "untere unteren"),
     ("höher höhere", "niedriger niedrigere"),
     ("vorher", "nachher"),
-    ("activer activé activée", "désactiver désactivé désactivée"),
+    ("activer activé activée activés activées active", "désactiver désactivé désactivée "
+     "désactivés désactivées désactive"),
     ("avant", "après"),
     ("ajouter ajouté", "supprimer supprimé"),
     ("requête requêtes", "réponse réponses"),
-    ("habilitar habilitado habilitada", "deshabilitar deshabilitado desabilitar desabilitado"),
-    ("activar activado ativar ativado", "desactivar desactivado desativar desativado"),
+    ("habilitar habilitado habilitada habilitados habilitadas habilita",
+     "deshabilitar deshabilitado deshabilitada deshabilitados deshabilitadas deshabilita "
+     "desabilitar desabilitado desabilitada desabilitados desabilitadas desabilita"),
+    # Spanish, Portuguese and Romanian share "activa".
+    ("activar activado activada ativar ativado ativada activa ativa activat activată "
+     "activează", "desactivar desactivado desactivada desativar desativado desativada "
+     "desactiva desativa dezactiva dezactivat dezactivată dezactivate dezactivează"),
+    ("abilitare abilitato abilitata abilitati abilita",
+     "disabilitare disabilitato disabilitata disabilitati disabilita"),
+    ("włączyć włączony włączona włączone włączenie włącz włącza",
+     "wyłączyć wyłączony wyłączona wyłączone wyłączenie wyłącz wyłącza"),
+    ("увімкнути увімкнено увімкнений увімкнена увімкніть",
+     "вимкнути вимкнено вимкнений вимкнена вимкніть"),
+    ("включить включено включен включена включите",
+     "отключить отключено отключен отключена отключите выключить выключено"),
     ("antes", "después depois"),
     ("agregar añadir adicionar", "eliminar quitar"),
     ("solicitud solicitação requisição", "respuesta resposta"),
@@ -234,7 +281,7 @@ _NEGATIONS = (
     "না নয় নেই"
 ).split()
 _CJK_NEGATIONS = ("不", "没", "沒", "未", "無", "无", "非", "别", "ない", "ません", "なし",
-                  "않", "없", "못", "아니")
+                  "않", "없", "못", "아니", "비활성", "비동기", "불가")
 
 
 

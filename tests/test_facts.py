@@ -49,6 +49,41 @@ REFUSED = [
      "negation"),
     ("这个功能支持导出", "这个功能不支持导出", None, "zh", "negation"),
     ("この機能を使います", "この機能を使いません", None, "ja", "negation"),
+    # A number after a currency sign; an acronym (three letters or more) is a term.
+    ("It costs $5 a month.", "It costs $50 a month.", None, None, "number"),
+    ("Send a GET request.", "Send a POST request.", None, None, "identifier"),
+    ("TCP carries the data.", "UDP carries the data.", None, None, "identifier"),
+    ("Write the config as JSON.", "Write the config as YAML.", None, None, "identifier"),
+    ("Clients MUST retry.", "Clients SHOULD retry.", None, None, "identifier"),
+    # Scripts without case: their words are the terms (katakana words, pairs of Han
+    # characters or Hangul syllables, words of other such scripts).
+    ("トレースに使用するエクスポーターを指定します。",
+     "メトリクスに使用するエクスポーターを指定します。", None, "ja", "identifier"),
+    ("エントリの取得", "エントリの設定", "heading", "ja", "identifier"),
+    # A name inside a Chinese or Japanese sentence (no space before it) is a name.
+    ("詳細についてはJavaエージェントを参照してください。",
+     "詳細についてはPythonエージェントを参照してください。", None, "ja", "name"),
+    ("配置处理器不会启用它。", "配置接收器不会启用它。", None, "zh", "identifier"),
+    ("认证已启用。", "认证已禁用。", None, "zh", "identifier"),
+    ("로그 수집기를 설정합니다.", "로그 내보내기를 설정합니다.", None, "ko", "identifier"),
+    ("기능이 활성화되어 있습니다.", "기능이 비활성화되어 있습니다.", None, "ko", "negation"),
+    ("এটি সক্রিয় করুন", "এটি নিষ্ক্রিয় করুন", None, "bn", "identifier"),
+    # More of the closed list of opposites, and its forms in more languages.
+    ("Use an odd number of members.", "Use an even number of members.", None, None,
+     "opposite"),
+    ("Writes go to the leader.", "Writes go to a follower.", None, None, "opposite"),
+    ("Use a static IP address.", "Use a dynamic IP address.", None, None, "opposite"),
+    ("The call is blocking.", "The call is non-blocking.", None, None, "opposite"),
+    ("Reads are permitted.", "Reads are forbidden.", None, None, "opposite"),
+    ("La autenticación está habilitada.", "La autenticación está deshabilitada.", None, "es",
+     "opposite"),
+    ("A autenticação está habilitada.", "A autenticação está desabilitada.", None, "pt",
+     "opposite"),
+    ("Autentificarea este activată.", "Autentificarea este dezactivată.", None, "ro",
+     "opposite"),
+    ("Автентифікацію увімкнено.", "Автентифікацію вимкнено.", None, "uk", "opposite"),
+    ("Uwierzytelnianie jest włączone.", "Uwierzytelnianie jest wyłączone.", None, "pl",
+     "opposite"),
 ]
 
 COVERED = [
@@ -75,6 +110,13 @@ COVERED = [
     ("Keys rotate every 90 days.", "Keys rotate every 90 days; admins get 30.", None, None),
     # ... and German capitalises nouns, which are no names there.
     ("Die Anwendung speichert Daten.", "Die Anwendung sichert Daten.", None, "de"),
+    # An acronym in the plural is the acronym; a currency sign does not change a number.
+    ("List the APIs.", "List the API endpoints.", None, None),
+    ("It costs $5.", "It costs 5 dollars.", None, None),
+    # White space and particles around the same terms of a caseless script.
+    ("OpenTelemetry の前身です。 詳細については、歴史を参照してください。",
+     "OpenTelemetry の前身です。詳細については、歴史 を参照してください。", None, "ja"),
+    ("そして、以下を実装します。", "そして、以下のように実装します。", None, "ja"),
 ]
 
 
@@ -264,3 +306,31 @@ def test_code_terms_are_identifiers_as_if_backticked():
     long = "x" * (F.CODE_TERM_MAX_BYTES + 1)
     assert fact_signatures(pl.Series(["a"]), code_terms=pl.Series([[long]])).to_list() == \
         fact_signatures(pl.Series(["a"])).to_list()
+
+
+def test_opposite_forms_are_unique():
+    """A form in two pairs would silently belong to the last one only, and its antonym in
+    the other pair would no longer contradict it."""
+    forms = [f for pair in F.OPPOSITES for side in pair for f in side.split()]
+    assert len(forms) == len(set(forms))
+
+
+def test_wide_script_terms_are_identifiers_the_twin_agrees():
+    """The caseless-script terms come out the same from the jitted scanner and its twin."""
+    from arrowdedup import interpreted
+    from arrowdedup.hashing import _buffers
+
+    texts = ["トレースに使用するエクスポーター・レシーバー", "配置处理器不会启用它。",
+             "로그 수집기를 비활성화합니다", "এটি সক্রিয় করুন", "GET the APIs for $5"] * 3
+    series = pl.Series(texts, dtype=pl.String)
+    offsets, data = _buffers(series.to_arrow())
+    n = len(texts)
+    args = (offsets, data, np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool),
+            *F._tables())
+    jitted = fact_scan.scan(*args)
+    with interpreted.quiet():
+        twin = interpreted.twin("arrowdedup.fact_scan").scan(*args)
+    np.testing.assert_array_equal(jitted[0], twin[0])
+    np.testing.assert_array_equal(jitted[1], twin[1])
+    kinds = {F.KIND_NAMES[int(v) >> 61] for v in jitted[1]}
+    assert "identifier" in kinds and "number" in kinds
