@@ -21,7 +21,12 @@ Corpus: the English Markdown of ``../shared/data/corpus/opentelemetry.io/content
    ``CamelCase`` / ``camelCase``, backticked terms) lists the fact tokens of the removed text
    that its representative lacks. Target: ≤ 5 % of guarded near merges lose one. 30 guarded
    merges, sampled with a seeded RNG, are printed with both texts.
-3. **Salience filter audit.** Of the segments the default scorer puts below
+3. **Merge audit per language** (full run): every language of the corpus through the same
+   path, guard off and on; per language the near merges and how many join two texts that
+   share under 30 % of their character bigrams (a language-blind proxy for "different
+   sentences"), with a sample of the guarded ones. No target: it shows what an
+   English-trained embedder does to other scripts, and what the guard catches of it.
+4. **Salience filter audit.** Of the segments the default scorer puts below
    ``SalienceThreshold`` (what the noise filter drops), the share that hold a fact token by the
    same regex or eight or more words; target ≤ 10 %, on the English corpus and, in the full
    run, on every language of the corpus.
@@ -338,6 +343,63 @@ def audit(frame: pl.DataFrame, guard: bool) -> dict[str, Any]:
     }
 
 
+def bigram_overlap(a: str, b: str) -> float:
+    """Jaccard overlap of the character bigrams of two texts (white space dropped, lower
+    case): an independent, language-blind proxy for "the same text". Under
+    :data:`LOW_OVERLAP` the two texts are different sentences, whatever the embedder says."""
+    def grams(t: str) -> set[str]:
+        t = "".join(t.lower().split())
+        return {t[i:i + 2] for i in range(len(t) - 1)}
+    x, y = grams(a), grams(b)
+    return len(x & y) / max(1, len(x | y))
+
+
+LOW_OVERLAP = 0.3
+
+
+def language_audit(frame: pl.DataFrame) -> tuple[list[list[Any]], dict[str, Any],
+                                                 pl.DataFrame]:
+    """Near merges per language of the corpus (the first folder of ``doc_id``), fact guard off
+    and on, and how many join texts sharing under :data:`LOW_OVERLAP` of their character
+    bigrams; with the guarded ones among those, for reading."""
+    from arrowdedup import ingest
+    from arrowdedup.config import resolve_config
+
+    texts = frame.select(pl.col("segment_id").alias("representative_id"),
+                         pl.col("text").alias("rep_text"))
+    per: dict[str, dict[str, Any]] = {}
+    low_on = pl.DataFrame()
+    for guard in (False, True):
+        result = ingest(frame, resolve_config({"Ingestion": {"FactGuard": guard}}))
+        merges = (result.decisions.filter(pl.col("action").cast(pl.String) == "merged_near")
+                  .select("doc_id", "segment_id", "representative_id", "similarity",
+                          pl.col("text").alias("removed_text"))
+                  .join(texts, on="representative_id", how="left"))
+        overlap = [bigram_overlap(a, b) for a, b in zip(
+            merges.get_column("removed_text").to_list(),
+            merges.get_column("rep_text").to_list(), strict=True)]
+        merges = merges.with_columns(
+            pl.col("doc_id").str.split("/").list.first().alias("language"),
+            pl.Series("overlap", overlap, dtype=pl.Float64))
+        for lang, n, low in (merges.group_by("language")
+                             .agg(pl.len(), (pl.col("overlap") < LOW_OVERLAP).sum())
+                             .iter_rows()):
+            per.setdefault(lang, {})["on" if guard else "off"] = (int(n), int(low))
+        if guard:
+            low_on = merges.filter(pl.col("overlap") < LOW_OVERLAP).sort("segment_id")
+    rows = []
+    for lang in sorted(per, key=lambda k: -per[k].get("off", (0, 0))[0]):
+        n_off, low_off = per[lang].get("off", (0, 0))
+        n_on, low_on_n = per[lang].get("on", (0, 0))
+        rows.append([lang, n_off, low_off, n_on, low_on_n,
+                     low_on_n / n_on if n_on else None])
+    figures = {lang: {"merges_guard_off": v.get("off", (0, 0))[0],
+                      "low_overlap_guard_off": v.get("off", (0, 0))[1],
+                      "merges_guard_on": v.get("on", (0, 0))[0],
+                      "low_overlap_guard_on": v.get("on", (0, 0))[1]} for lang, v in per.items()}
+    return rows, figures, low_on
+
+
 def _cell(text: str | None, limit: int = 220) -> str:
     if text is None:
         return "–"
@@ -372,9 +434,19 @@ def run(quick: bool) -> dict[str, Any]:
 
     floor = IngestionConfig().salience_threshold
     salience = {"English": salience_audit(frame, floor)}
+    language_rows: list[list[Any]] = []
+    language_figures: dict[str, Any] = {}
+    low_samples: list[list[Any]] = []
     if not quick:
         every = sorted(p for p in CONTENT.rglob("*.md") if p.is_file())
-        salience["every language"] = salience_audit(scored_frame(every), floor)
+        every_frame = scored_frame(every)
+        salience["every language"] = salience_audit(every_frame, floor)
+        language_rows, language_figures, low = language_audit(every_frame)
+        if low.height:
+            pick = np.sort(np.random.default_rng(SEED).choice(
+                low.height, size=min(SAMPLED_MERGES, low.height), replace=False))
+            low_samples = [[r["doc_id"], r["similarity"], r["overlap"], _cell(r["removed_text"]),
+                            _cell(r["rep_text"])] for r in low[pick.tolist()].iter_rows(named=True)]
     off, on = audit(frame, False), audit(frame, True)
     on_merges = on.pop("merges")
     off_merges = off.pop("merges")
@@ -452,6 +524,16 @@ def run(quick: bool) -> dict[str, Any]:
                "examples holding one", "examples of plain noise"], salience_rows),
         table(f"{sampled.height} guarded near merges, sampled (seed {SEED})", merge_cols,
               _rows(sampled)),
+        *([table("Merge audit per language: every language of the corpus through extract → "
+                 f"Model2Vec → ingest(); 'different' = the two texts share under "
+                 f"{LOW_OVERLAP:.0%} of their character bigrams",
+                 ["language", "near merges, guard off", "different, off",
+                  "near merges, guard on", "different, on", "share different, on"],
+                 language_rows),
+           table(f"Guarded near merges of different texts, sampled ({len(low_samples)}, seed "
+                 f"{SEED}): what the embedder could not tell apart and the guard let through",
+                 ["doc", "cosine", "bigram overlap", "removed text", "representative"],
+                 low_samples)] if language_rows else []),
         table(f"Guarded near merges that lose a fact token by the audit regex "
               f"({losing_on.height}; first 20 by segment id)", merge_cols,
               _rows(losing_on.head(20))),
@@ -461,6 +543,7 @@ def run(quick: bool) -> dict[str, Any]:
         "perturbed": scored,
         "audit": {"guard_off": off, "guard_on": on},
         "salience_filter": salience,
+        "languages": language_figures,
         "sampled_guarded_merges": sampled.to_dicts(),
         "guarded_merges_losing_a_token": losing_on.to_dicts(),
         "unguarded_merges_losing_a_token_count": int(
