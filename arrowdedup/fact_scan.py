@@ -548,6 +548,7 @@ def _scan(
             ce = i
             # Strip wrapping punctuation (never a leading '-': flags and negative numbers).
             ends_sentence = False
+            money = False  # the chunk's number follows a "$": an amount, never a version
             # Most chunks begin and end with an ASCII letter or digit: that ends a strip loop
             # before any decoding.
             while cs < ce:
@@ -562,6 +563,7 @@ def _scan(
                     c = _cls(cp)
                 if (cp == 35 or cp == 126 or cp == 36) and cs + 1 < ce \
                         and 48 <= data[cs + 1] <= 57:
+                    money = cp == 36
                     cs += 1  # "#123", "~26%", "$5": the number is the fact
                     continue
                 if (c == C_PUNCT or c == C_APOS) and cp != 45 and cp != 46 and cp != 47 \
@@ -915,7 +917,7 @@ def _scan(
                                         decimal != 46 or dots > 1))
                                 if comma[r] and dots > 0 and thousands == 0:
                                     is_version = unit_at < 0
-                                kind = K_VERSION if is_version else K_NUMBER
+                                kind = K_VERSION if is_version and not money else K_NUMBER
                                 if unit_at >= 0:
                                     u = unit_index[unit_at]
                                     for z in range(unit_offsets[u], unit_offsets[u + 1]):
@@ -949,9 +951,11 @@ def _scan(
                         # "API"). Two-letter ones stay words: SPEC's own example merges "ML
                         # systems need data for training" into "Machine learning models
                         # require training data".
-                        acronym = (n_alpha >= 3 and n_lower == 0 and n_upper == n_alpha) or (
-                            n_lower == 1 and n_upper >= 3 and data[we - 1] == 115
-                            and n_upper + 1 == n_alpha)
+                        poss = 1 if we < pe else 0  # the "s" of a possessive "'s"
+                        acronym = (n_alpha - poss >= 3 and n_lower == poss
+                                   and n_upper == n_alpha - poss) or (
+                            poss == 0 and n_lower == 1 and n_upper >= 3
+                            and data[we - 1] == 115 and n_upper + 1 == n_alpha)
                         if title:
                             title_words += 1
                         elif _is_lower(first_cp):
@@ -986,7 +990,7 @@ def _scan(
                         elif acronym:
                             # A term an answer hinges on, wherever it stands in a sentence.
                             kind = K_IDENT
-                            hash_e = we - 1 if n_lower == 1 else we
+                            hash_e = we - 1 if n_lower == 1 and poss == 0 else we
                         elif title:
                             kind = 0 if (piece_start or nouns[r]) else K_NAME
                             hash_e = we

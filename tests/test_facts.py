@@ -113,6 +113,9 @@ COVERED = [
     # An acronym in the plural is the acronym; a currency sign does not change a number.
     ("List the APIs.", "List the API endpoints.", None, None),
     ("It costs $5.", "It costs 5 dollars.", None, None),
+    ("The NYPD's campaign backfired.", "The NYPD campaign backfired.", None, None),
+    # An amount after "$" is a number, never a version ("1.0" alone would be one).
+    ("Sold for $1.0 bn.", "Sold for $1.0 billion.", None, None),
     # White space and particles around the same terms of a caseless script.
     ("OpenTelemetry の前身です。 詳細については、歴史を参照してください。",
      "OpenTelemetry の前身です。詳細については、歴史 を参照してください。", None, "ja"),
