@@ -17,7 +17,8 @@ The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted,
 - ``version``: dotted numbers, which keep their form (``3.5`` ≠ ``3.50``; ``v3.5`` = ``3.5``);
 - ``identifier``: flags, paths, URLs, IP addresses, ``snake_case``, ``camelCase`` /
   ``PascalCase``, dotted names, words with digits (``node0``), backticked or quoted terms,
-  acronyms of three letters or more (``TCP``, ``GET``, ``MUST``; ``APIs`` = ``API``), and
+  acronyms of three letters or more (``TCP``, ``GET``, ``MUST``; ``APIs`` = ``API``),
+  kebab-case names in any case (``grpc-gateway``, ``read-only`` = ``Read-only``), and
   in ``code`` segments every token. In scripts without case (Han, kana, Hangul, Bengali,
   Devanagari, ...) the terms: each pair of adjacent Han characters or Hangul syllables, each
   katakana word and each word of the other scripts (:func:`fact_scan._wide_terms` says why);

@@ -55,6 +55,12 @@ REFUSED = [
     ("TCP carries the data.", "UDP carries the data.", None, None, "identifier"),
     ("Write the config as JSON.", "Write the config as YAML.", None, None, "identifier"),
     ("Clients MUST retry.", "Clients SHOULD retry.", None, None, "identifier"),
+    # A kebab-case name is an identifier.
+    ("Use the grpc-gateway for JSON clients.", "Use the grpc-proxy for JSON clients.", None,
+     None, "identifier"),
+    ("The volume is read-only.", "The volume is read-write.", None, None, "identifier"),
+    ("It runs as a four-stage pipeline.", "It runs as a three-stage pipeline.", None, None,
+     "identifier"),
     # Scripts without case: their words are the terms (katakana words, pairs of Han
     # characters or Hangul syllables, words of other such scripts).
     ("トレースに使用するエクスポーターを指定します。",
@@ -114,6 +120,8 @@ COVERED = [
     ("List the APIs.", "List the API endpoints.", None, None),
     ("It costs $5.", "It costs 5 dollars.", None, None),
     ("The NYPD's campaign backfired.", "The NYPD campaign backfired.", None, None),
+    ("Read-only volumes cannot be written.", "A volume that is read-only cannot be written.",
+     None, None),
     # An amount after "$" is a number, never a version ("1.0" alone would be one).
     ("Sold for $1.0 bn.", "Sold for $1.0 billion.", None, None),
     # White space and particles around the same terms of a caseless script.
