@@ -76,8 +76,10 @@ def _has(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> bool:
 def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: bool,
              strict: bool) -> int:
     """Kind of the first fact of ``values[a0:a1]`` absent from ``values[b0:b1]`` (0 if none);
-    only negation is looked for unless ``all_kinds``. A name is found as a mention too; an
-    opposite counts as missing only where its antonym is there, unless ``strict``."""
+    only negation is looked for unless ``all_kinds``. A name is found as a mention or as an
+    identifier of the same bytes (an acronym, hashed capitalised), and an identifier as a
+    mention or a name; an opposite counts as missing only where its antonym is there, unless
+    ``strict``."""
     for i in range(a0, a1):
         x = values[i]
         kind = int(x >> np.uint64(61))
@@ -85,8 +87,13 @@ def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: 
             continue
         if _has(values, b0, b1, x):
             continue
-        if kind == 5 and _has(values, b0, b1, x & np.uint64(0x1FFFFFFFFFFFFFFF)):
-            continue
+        if kind == 5 or kind == 4:
+            # A name, or an acronym (hashed capitalised), is found as the same word written
+            # capitalised: a mention, a name, or the acronym ("WARNING" = "Warning").
+            low = x & np.uint64(0x1FFFFFFFFFFFFFFF)
+            if _has(values, b0, b1, low) or _has(values, b0, b1, low | (np.uint64(9 - kind)
+                                                                         << np.uint64(61))):
+                continue
         if kind == 6 and not strict and not _has(values, b0, b1, x ^ np.uint64(1)):
             continue
         return kind

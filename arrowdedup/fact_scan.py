@@ -207,6 +207,22 @@ def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uin
 
 
 @numba.njit(inline="always")
+def _title_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
+    """XXH64 of the word with its first letter as written and the rest lower-cased: an
+    acronym ("WARNING", "JSON") is hashed as the capitalised word ("Warning", "Json"), so
+    the same word capitalised in the other segment (a mention or a name) covers it."""
+    cp, ln = _decode(data, s, e)
+    w = _encode(cp, scratch, 0)
+    i = s + ln
+    limit = scratch.shape[0] - 4
+    while i < e and w < limit:
+        cp, ln = _decode(data, i, e)
+        w = _encode(_lower(cp), scratch, w)
+        i += ln
+    return _xxh64_one(scratch, 0, w)
+
+
+@numba.njit(inline="always")
 def _push(out: np.ndarray, n_out: int, h: np.uint64, kind: int) -> int:
     """Append fact ``(h, kind)``; :func:`_scan` keeps room for a row's worst case before it
     reads the row."""
@@ -989,11 +1005,14 @@ def _scan(
                                 kind = 0
                                 if acronym and vk != K_NEGATION:
                                     # "GET", "TRUE": the word's fact and the acronym's.
-                                    n_out = _push(out, n_out, _xxh64_one(data, ps, we), K_IDENT)
+                                    n_out = _push(out, n_out,
+                                                  _title_hash(data, ps, we, scratch), K_IDENT)
                         elif acronym:
                             # A term an answer hinges on, wherever it stands in a sentence.
-                            kind = K_IDENT
-                            hash_e = we - 1 if n_lower == 1 and poss == 0 else we
+                            n_out = _push(out, n_out, _title_hash(
+                                data, ps, we - 1 if n_lower == 1 and poss == 0 else we,
+                                scratch), K_IDENT)
+                            kind = 0
                         elif has_hyphen and n_alpha >= 2 and first_cp != 45 \
                                 and data[we - 1] != 45:
                             # A kebab-case name ("grpc-gateway", "kube-apiserver",

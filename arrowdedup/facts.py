@@ -17,7 +17,8 @@ The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted,
 - ``version``: dotted numbers, which keep their form (``3.5`` ≠ ``3.50``; ``v3.5`` = ``3.5``);
 - ``identifier``: flags, paths, URLs, IP addresses, ``snake_case``, ``camelCase`` /
   ``PascalCase``, dotted names, words with digits (``node0``), backticked or quoted terms,
-  acronyms of three letters or more (``TCP``, ``GET``, ``MUST``; ``APIs`` = ``API``),
+  acronyms of three letters or more (``TCP``, ``GET``, ``MUST``; ``APIs`` = ``API``; hashed
+  as the capitalised word, so ``WARNING`` is found as ``Warning`` in the other segment),
   kebab-case names in any case (``grpc-gateway``, ``read-only`` = ``Read-only``), and
   in ``code`` segments every token. In scripts without case (Han, kana, Hangul, Bengali,
   Devanagari, ...) the terms: each pair of adjacent Han characters or Hangul syllables, each
@@ -39,7 +40,8 @@ the backticks from the visible text).
 
 Kind 0 (``mention``) is not a fact: a capitalised word at a sentence start. It lets a name of one
 segment be found in the other when it starts a sentence there ("Obama met Putin" states the name
-"Putin", which "Putin met Obama" mentions).
+"Putin", which "Putin met Obama" mentions). A word in capitals is found the same way, as a
+mention, a name or an identifier of the same word capitalised ("WARNING" = "Warning").
 
 The rule (:func:`covers`), for a segment ``a`` absorbed by a representative ``b``:
 

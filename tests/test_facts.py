@@ -122,6 +122,10 @@ COVERED = [
     ("The NYPD's campaign backfired.", "The NYPD campaign backfired.", None, None),
     ("Read-only volumes cannot be written.", "A volume that is read-only cannot be written.",
      None, None),
+    # A word in capitals is the same word capitalised (an acronym is hashed that way).
+    ("WARNING: keep a backup.", "Warning: keep a backup.", None, None),
+    ("INSTALLATION", "Installation", "heading", None),
+    ("Installation", "INSTALLATION", "heading", None),
     # An amount after "$" is a number, never a version ("1.0" alone would be one).
     ("Sold for $1.0 bn.", "Sold for $1.0 billion.", None, None),
     # White space and particles around the same terms of a caseless script.
