@@ -649,7 +649,6 @@ def _scan(
                 has_us = False
                 has_dot = False
                 has_slash = False
-                has_hyphen = False
                 prev_lower = False
                 first_cp = -1
                 second_cp = -1
@@ -704,8 +703,6 @@ def _scan(
                                     has_dot = True
                                 elif cq == 47:
                                     has_slash = True
-                                elif cq == 45:
-                                    has_hyphen = True
                             p += 1
                             continue
                         # A character of two or more bytes: never white space ('=', digits,
@@ -1012,13 +1009,6 @@ def _scan(
                             n_out = _push(out, n_out, _title_hash(
                                 data, ps, we - 1 if n_lower == 1 and poss == 0 else we,
                                 scratch), K_IDENT)
-                            kind = 0
-                        elif has_hyphen and n_alpha >= 2 and first_cp != 45 \
-                                and data[we - 1] != 45:
-                            # A kebab-case name ("grpc-gateway", "kube-apiserver",
-                            # "read-only"), in any case: a sentence start changes nothing.
-                            n_out = _push(out, n_out, _lower_hash(data, ps, we, scratch),
-                                          K_IDENT)
                             kind = 0
                         elif title:
                             kind = 0 if (piece_start or nouns[r]) else K_NAME

@@ -18,8 +18,7 @@ The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted,
 - ``identifier``: flags, paths, URLs, IP addresses, ``snake_case``, ``camelCase`` /
   ``PascalCase``, dotted names, words with digits (``node0``), backticked or quoted terms,
   acronyms of three letters or more (``TCP``, ``GET``, ``MUST``; ``APIs`` = ``API``; hashed
-  as the capitalised word, so ``WARNING`` is found as ``Warning`` in the other segment),
-  kebab-case names in any case (``grpc-gateway``, ``read-only`` = ``Read-only``), and
+  as the capitalised word, so ``WARNING`` is found as ``Warning`` in the other segment), and
   in ``code`` segments every token. In scripts without case (Han, kana, Hangul, Bengali,
   Devanagari, ...) the terms: each pair of adjacent Han characters or Hangul syllables, each
   katakana word and each word of the other scripts (:func:`fact_scan._wide_terms` says why);

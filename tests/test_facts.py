@@ -55,12 +55,6 @@ REFUSED = [
     ("TCP carries the data.", "UDP carries the data.", None, None, "identifier"),
     ("Write the config as JSON.", "Write the config as YAML.", None, None, "identifier"),
     ("Clients MUST retry.", "Clients SHOULD retry.", None, None, "identifier"),
-    # A kebab-case name is an identifier.
-    ("Use the grpc-gateway for JSON clients.", "Use the grpc-proxy for JSON clients.", None,
-     None, "identifier"),
-    ("The volume is read-only.", "The volume is read-write.", None, None, "identifier"),
-    ("It runs as a four-stage pipeline.", "It runs as a three-stage pipeline.", None, None,
-     "identifier"),
     # Scripts without case: their words are the terms (katakana words, pairs of Han
     # characters or Hangul syllables, words of other such scripts).
     ("トレースに使用するエクスポーターを指定します。",
@@ -120,8 +114,10 @@ COVERED = [
     ("List the APIs.", "List the API endpoints.", None, None),
     ("It costs $5.", "It costs 5 dollars.", None, None),
     ("The NYPD's campaign backfired.", "The NYPD campaign backfired.", None, None),
-    ("Read-only volumes cannot be written.", "A volume that is read-only cannot be written.",
-     None, None),
+    # A hyphenated word is a word: SPEC's paraphrases say "cursor-based" for "cursor".
+    ("Cursor-based pagination returns a next_cursor value that you pass to fetch the next "
+     "page.", "Cursor pagination returns a next_cursor field that you pass to fetch the "
+     "following page.", None, None),
     # A word in capitals is the same word capitalised (an acronym is hashed that way).
     ("WARNING: keep a backup.", "Warning: keep a backup.", None, None),
     ("INSTALLATION", "Installation", "heading", None),
