@@ -635,6 +635,12 @@ def _scan(
             next_start = sentence_start
             while p < ce:
                 cp, ln = _decode(data, p, ce)
+                if (cp == 35 or cp == 126 or cp == 36) and p > cs and p + 1 < ce \
+                        and 48 <= data[p + 1] <= 57:
+                    # "、#1744", "で$5": a sign after a wide piece, as at a chunk's start.
+                    money = cp == 36
+                    p += 1
+                    cp, ln = _decode(data, p, ce)
                 wide = _cls(cp) == C_WIDE
                 ps = p
                 # Character statistics of a narrow piece, counted as its extent is found.

@@ -60,6 +60,8 @@ REFUSED = [
     ("トレースに使用するエクスポーターを指定します。",
      "メトリクスに使用するエクスポーターを指定します。", None, "ja", "identifier"),
     ("エントリの取得", "エントリの設定", "heading", "ja", "identifier"),
+    ("詳細については、#1744 を参照してください。", "詳細については、#1745 を参照してください。",
+     None, "ja", "number"),
     # A name inside a Chinese or Japanese sentence (no space before it) is a name.
     ("詳細についてはJavaエージェントを参照してください。",
      "詳細についてはPythonエージェントを参照してください。", None, "ja", "name"),
