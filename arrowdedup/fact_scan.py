@@ -187,11 +187,9 @@ def _lookup(keys: np.ndarray, h: np.uint64) -> int:
 
 
 @numba.njit(inline="always")
-def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
-    """XXH64 of the lower-cased bytes (a piece longer than the scratch is hashed as its
-    prefix: no word of any list is that long)."""
-    w = 0
-    i = s
+def _lower_into(data: np.ndarray, i: int, e: int, scratch: np.ndarray, w: int) -> int:
+    """Append the lower-cased bytes ``data[i:e]`` to ``scratch`` from ``w`` on; returns the
+    new end (a text longer than the scratch is cut: no word of any list is that long)."""
     limit = scratch.shape[0] - 4
     while i < e and w < limit:
         b0 = data[i]
@@ -203,7 +201,14 @@ def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uin
         cp, ln = _decode(data, i, e)
         w = _encode(_lower(cp), scratch, w)
         i += ln
-    return _xxh64_one(scratch, 0, w)
+    return w
+
+
+@numba.njit(inline="always")
+def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
+    """XXH64 of the lower-cased bytes (a piece longer than the scratch is hashed as its
+    prefix)."""
+    return _xxh64_one(scratch, 0, _lower_into(data, s, e, scratch, 0))
 
 
 @numba.njit(inline="always")
@@ -212,14 +217,21 @@ def _title_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uin
     acronym ("WARNING", "JSON") is hashed as the capitalised word ("Warning", "Json"), so
     the same word capitalised in the other segment (a mention or a name) covers it."""
     cp, ln = _decode(data, s, e)
-    w = _encode(cp, scratch, 0)
-    i = s + ln
-    limit = scratch.shape[0] - 4
-    while i < e and w < limit:
-        cp, ln = _decode(data, i, e)
-        w = _encode(_lower(cp), scratch, w)
-        i += ln
+    w = _lower_into(data, s + ln, e, scratch, _encode(cp, scratch, 0))
     return _xxh64_one(scratch, 0, w)
+
+
+@numba.njit(inline="always")
+def _sign_before_digit(cp: int, data: np.ndarray, i: int, e: int) -> bool:
+    """``cp`` at byte ``i`` is a '#', '~' or '$' in front of a digit ("#123", "~26%", "$5"):
+    the number is the fact, not the sign."""
+    return (cp == 35 or cp == 126 or cp == 36) and i + 1 < e and 48 <= data[i + 1] <= 57
+
+
+@numba.njit(inline="always")
+def _wide_full_stop(cp: int) -> bool:
+    """。！？: the end of a Chinese or Japanese sentence."""
+    return cp == 0x3002 or cp == 0xFF01 or cp == 0xFF1F
 
 
 @numba.njit(inline="always")
@@ -577,10 +589,9 @@ def _scan(
                 else:
                     cp, ln = _decode(data, cs, ce)
                     c = _cls(cp)
-                if (cp == 35 or cp == 126 or cp == 36) and cs + 1 < ce \
-                        and 48 <= data[cs + 1] <= 57:
+                if _sign_before_digit(cp, data, cs, ce):
                     money = cp == 36
-                    cs += 1  # "#123", "~26%", "$5": the number is the fact
+                    cs += 1
                     continue
                 if (c == C_PUNCT or c == C_APOS) and cp != 45 and cp != 46 and cp != 47 \
                         and cp != 126 and cp != 36 and cp != 64 and cp != 35:
@@ -635,8 +646,7 @@ def _scan(
             next_start = sentence_start
             while p < ce:
                 cp, ln = _decode(data, p, ce)
-                if (cp == 35 or cp == 126 or cp == 36) and p > cs and p + 1 < ce \
-                        and 48 <= data[p + 1] <= 57:
+                if p > cs and _sign_before_digit(cp, data, p, ce):
                     # "、#1744", "で$5": a sign after a wide piece, as at a chunk's start.
                     money = cp == 36
                     p += 1
@@ -740,8 +750,7 @@ def _scan(
                         p += lq
                 pe = p
                 if p < ce and ps == pe:
-                    if cp == 0x3002 or cp == 0xFF01 or cp == 0xFF1F:
-                        next_start = True
+                    next_start = next_start or _wide_full_stop(cp)
                     p += ln  # a lone separator
                     continue
                 piece_start = next_start
@@ -749,8 +758,7 @@ def _scan(
                 if p < ce:
                     cp2, ln2 = _decode(data, p, ce)
                     if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
-                        if cp2 == 0x3002 or cp2 == 0xFF01 or cp2 == 0xFF1F:
-                            next_start = True
+                        next_start = _wide_full_stop(cp2)
                         p += ln2
                 if not wide and pend_num < 0 and n_upper + n_lower == n_chars and \
                         n_upper <= 1 and not upper_after_lower:
@@ -974,10 +982,11 @@ def _scan(
                         # systems need data for training" into "Machine learning models
                         # require training data".
                         poss = 1 if we < pe else 0  # the "s" of a possessive "'s"
-                        acronym = (n_alpha - poss >= 3 and n_lower == poss
-                                   and n_upper == n_alpha - poss) or (
-                            poss == 0 and n_lower == 1 and n_upper >= 3
-                            and data[we - 1] == 115 and n_upper + 1 == n_alpha)
+                        plural = poss == 0 and n_lower == 1 and n_upper >= 3 \
+                            and data[we - 1] == 115 and n_upper + 1 == n_alpha
+                        acronym = plural or (n_alpha - poss >= 3 and n_lower == poss
+                                             and n_upper == n_alpha - poss)
+                        acronym_e = we - 1 if plural else we
                         if title:
                             title_words += 1
                         elif _is_lower(first_cp):
@@ -1008,13 +1017,12 @@ def _scan(
                                 kind = 0
                                 if acronym and vk != K_NEGATION:
                                     # "GET", "TRUE": the word's fact and the acronym's.
-                                    n_out = _push(out, n_out,
-                                                  _title_hash(data, ps, we, scratch), K_IDENT)
+                                    n_out = _push(out, n_out, _title_hash(
+                                        data, ps, acronym_e, scratch), K_IDENT)
                         elif acronym:
                             # A term an answer hinges on, wherever it stands in a sentence.
                             n_out = _push(out, n_out, _title_hash(
-                                data, ps, we - 1 if n_lower == 1 and poss == 0 else we,
-                                scratch), K_IDENT)
+                                data, ps, acronym_e, scratch), K_IDENT)
                             kind = 0
                         elif title:
                             kind = 0 if (piece_start or nouns[r]) else K_NAME

@@ -347,3 +347,14 @@ def test_wide_script_terms_are_identifiers_the_twin_agrees():
     np.testing.assert_array_equal(jitted[1], twin[1])
     kinds = {F.KIND_NAMES[int(v) >> 61] for v in jitted[1]}
     assert "identifier" in kinds and "number" in kinds
+
+
+def test_han_negations_read_through_are_the_listed_ones():
+    """The term pairs read through exactly the one-character Han negations of the list (the
+    scanner's own test cannot import the list into Numba code)."""
+    from arrowdedup import interpreted
+
+    twin = interpreted.twin("arrowdedup.fact_scan")
+    listed = {w for w in F._CJK_NEGATIONS if len(w) == 1 and twin._wide_class(ord(w)) == 2}
+    read_through = {chr(cp) for cp in range(0x3400, 0xA000) if twin._is_han_negation(cp)}
+    assert read_through == listed
