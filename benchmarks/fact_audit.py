@@ -306,6 +306,18 @@ def salience_audit(frame: pl.DataFrame, threshold: float) -> dict[str, Any]:
     }
 
 
+def near_merges(result: Any, frame: pl.DataFrame) -> pl.DataFrame:
+    """The near merges of an ingest of ``frame``: each removed text beside its
+    representative's, with the segment type."""
+    texts = frame.select("segment_id", "segment_type", pl.col("text").alias("rep_text"))
+    return (result.decisions.filter(pl.col("action").cast(pl.String) == "merged_near")
+            .select("doc_id", "segment_id", "representative_id", "similarity",
+                    pl.col("text").alias("removed_text"))
+            .join(texts.select("segment_id", "segment_type"), on="segment_id", how="left")
+            .join(texts.select(pl.col("segment_id").alias("representative_id"), "rep_text"),
+                  on="representative_id", how="left"))
+
+
 def audit(frame: pl.DataFrame, guard: bool) -> dict[str, Any]:
     from arrowdedup import ingest
     from arrowdedup.config import resolve_config
@@ -313,13 +325,7 @@ def audit(frame: pl.DataFrame, guard: bool) -> dict[str, Any]:
     cfg = resolve_config({"Ingestion": {"FactGuard": guard}})
     run = timeit(lambda: ingest(frame, cfg), repeats=1, warmup=1)  # warm-up: the JIT cache
     seconds, result = run["best"], run["value"]
-    texts = frame.select("segment_id", "segment_type", pl.col("text").alias("rep_text"))
-    merges = (result.decisions.filter(pl.col("action").cast(pl.String) == "merged_near")
-              .select("doc_id", "segment_id", "representative_id", "similarity",
-                      pl.col("text").alias("removed_text"))
-              .join(texts.select("segment_id", "segment_type"), on="segment_id", how="left")
-              .join(texts.select(pl.col("segment_id").alias("representative_id"), "rep_text"),
-                    on="representative_id", how="left"))
+    merges = near_merges(result, frame)
     removed = merges.get_column("removed_text").to_list()
     reps = merges.get_column("rep_text").to_list()
     lost = [", ".join(lost_tokens(a, b)) for a, b in zip(removed, reps, strict=True)]
@@ -365,16 +371,11 @@ def language_audit(frame: pl.DataFrame) -> tuple[list[list[Any]], dict[str, Any]
     from arrowdedup import ingest
     from arrowdedup.config import resolve_config
 
-    texts = frame.select(pl.col("segment_id").alias("representative_id"),
-                         pl.col("text").alias("rep_text"))
     per: dict[str, dict[str, Any]] = {}
     low_on = pl.DataFrame()
     for guard in (False, True):
         result = ingest(frame, resolve_config({"Ingestion": {"FactGuard": guard}}))
-        merges = (result.decisions.filter(pl.col("action").cast(pl.String) == "merged_near")
-                  .select("doc_id", "segment_id", "representative_id", "similarity",
-                          pl.col("text").alias("removed_text"))
-                  .join(texts, on="representative_id", how="left"))
+        merges = near_merges(result, frame)
         overlap = [bigram_overlap(a, b) for a, b in zip(
             merges.get_column("removed_text").to_list(),
             merges.get_column("rep_text").to_list(), strict=True)]
