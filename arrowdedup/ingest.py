@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from . import facts, kernels
+from . import facts, kernels, scratch
 from .config import DecayMode, DedupConfig, Mode, resolve_config
 from .hashing import JIT_MIN_ROWS, xxh64
 from .salience import DefaultSalience, SalienceScorer
@@ -372,8 +372,9 @@ def kept_rows(frame: pl.DataFrame, mask: np.ndarray, emb: Embeddings | None) -> 
     matrix = emb.matrix
     rows = np.flatnonzero(mask)
     # Allocated by NumPy, which asks the kernel for huge pages on large arrays (Numba's
-    # allocator does not): a fraction of the page faults of the ~0.8 GB buffer.
-    values = np.empty((rows.shape[0], matrix.shape[1]), dtype=np.float32)
+    # allocator does not): a fraction of the page faults of the ~0.8 GB buffer; inside a
+    # job, lent from its scratch pool (no fresh pages after the first buckets).
+    values = scratch.empty((rows.shape[0], matrix.shape[1]), dtype=np.float32)
     gather_rows_numba(matrix, rows, values)
     embedding = pl.Series(column, pa.FixedSizeListArray.from_arrays(
         pa.array(values.reshape(-1)), int(dtype.size)))

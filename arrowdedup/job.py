@@ -69,7 +69,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from . import progress
+from . import progress, scratch
 from .config import DedupConfig, resolve_config
 from .errors import ArrowDedupError, InputError, MissingDependencyError, SchemaError, StoreError
 from .rules import RULES_VERSION
@@ -371,8 +371,8 @@ def _gather_mapped(path: str, table: pa.Table, rows: np.ndarray, base: int,
     for name, spans in direct.items():
         field = table.schema.field(name)
         kind = field.type
-        values = np.empty((rows.size, kind.list_size),
-                          dtype=kind.value_type.to_pandas_dtype())
+        values = scratch.empty((rows.size, kind.list_size),
+                               dtype=kind.value_type.to_pandas_dtype())
         _pread_rows(path, spans, rows, values)
         array = pa.FixedSizeListArray.from_arrays(
             pa.array(values.reshape(-1), type=kind.value_type), kind.list_size)
@@ -398,6 +398,8 @@ class SourceCache:
 
     mapped: dict[str, tuple[pa.Table, int, int]] = dataclasses.field(default_factory=dict)
     ids: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    # The buckets' large arrays (read embeddings, kept embeddings), reused (scratch).
+    pool: scratch.ScratchPool = dataclasses.field(default_factory=scratch.ScratchPool)
 
     def mapping(self, path: str) -> tuple[pa.Table, int, int]:
         found = self.mapped.get(path)
@@ -685,15 +687,16 @@ def process_bucket(
     from .ingest import ingest
     from .vectors import input_row_numbers, input_rows
 
-    start = time.perf_counter()
-    table, numbers = source.read_numbered(bucket, cache)
-    read_s = time.perf_counter() - start
-    if table is None:
-        if not force:
-            return None
-        table = source.empty()
-    with input_rows(source.total_rows), input_row_numbers(numbers):
-        result = ingest(table, job.config, threads=job.threads, scorer=job.scorer)
+    with scratch.scratch_pool(cache.pool if cache is not None else None):
+        start = time.perf_counter()
+        table, numbers = source.read_numbered(bucket, cache)
+        read_s = time.perf_counter() - start
+        if table is None:
+            if not force:
+                return None
+            table = source.empty()
+        with input_rows(source.total_rows), input_row_numbers(numbers):
+            result = ingest(table, job.config, threads=job.threads, scorer=job.scorer)
         out = encode_bucket(bucket, result.kept, result.decisions, result.documents,
                             result.embedding_dim, job.indexes)
     # Each document's input fingerprint, for a later `--update` (store.fingerprint).

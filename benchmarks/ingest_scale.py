@@ -218,8 +218,8 @@ def side_bm25_build(spec: dict[str, Any]) -> dict[str, Any]:
     from arrowdedup.retrieval.bm25 import Bm25Builder
     from arrowdedup.store.layout import SEGMENTS
 
-    # Numba's start (its import and first dispatch) is the job's before its first bucket
-    # (the bucket numbers are hashed with it), so it is paid here untimed too; the
+    # Numba's start (its import and first dispatch) is paid by the job's first bucket for
+    # its kernels, before any bucket is tokenized, so it is paid here untimed too; the
     # tokenizer's own cached code still loads inside the timing.
     xxh64(pa.array([f"warm {i}" for i in range(JIT_MIN_ROWS)]))
     store = open_store(spec["store"])

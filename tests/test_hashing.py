@@ -51,3 +51,23 @@ def test_large_string_view_columns_hash_through_their_views() -> None:
     assert [int(v) for v in xxh64(several)] == expected
     with_null = pa.array([*texts[:-1], None], type=pa.string_view())
     assert [int(v) for v in xxh64(with_null)] == [*expected[:-1], xxhash.xxh64_intdigest(b"")]
+
+
+def test_bucket_of_hashes_each_distinct_id_once_and_agrees_with_every_row() -> None:
+    """Repeated ids (hashed once each through a dictionary), distinct ids, nulls and chunked
+    columns all bucket as XXH64 of each row's id modulo the bucket count."""
+    import numpy as np
+
+    from arrowdedup.hashing import JIT_MIN_ROWS
+    from arrowdedup.store import bucket_of
+
+    repeated = [f"doc-{i // 50}" for i in range(JIT_MIN_ROWS * 2)]
+    distinct = [f"d{i}γ" for i in range(300)]
+    with_null = ["a", None, "a", "b"] * 10
+    for ids in (repeated, distinct, with_null):
+        want = np.array([xxhash.xxh64_intdigest((t or "").encode()) % 7 for t in ids])
+        for arr in (pa.array(ids, type=pa.string()), pa.array(ids, type=pa.large_string()),
+                    pa.chunked_array([pa.array(ids[:5]), pa.array(ids[5:])])):
+            got = bucket_of(arr, 7)
+            assert got.dtype == np.int64 and (got == want).all()
+    assert bucket_of(pa.chunked_array([], type=pa.string()), 3).shape == (0,)

@@ -1,0 +1,67 @@
+"""The scratch pool lends a buffer again only once nothing refers to it, and a job that
+reuses its buffers writes the same store as one that allocates afresh."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.feather as feather
+from test_job import data_files
+from test_pipeline import corpus
+
+from arrowdedup import ingest_to_store, job, scratch
+
+
+def test_a_buffer_is_lent_again_only_when_nothing_refers_to_it() -> None:
+    pool = scratch.ScratchPool(min_bytes=0)
+    a = pool.empty((100, 8), np.float32)
+    a[:] = 1.0
+    # Views, an Arrow array and a Polars column built on the array each keep it lent.
+    arrow = pa.FixedSizeListArray.from_arrays(pa.array(a.reshape(-1)), 8)
+    series = pl.Series("e", arrow)
+    del a, arrow
+    gc.collect()
+    b = pool.empty((100, 8), np.float32)
+    b[:] = 2.0
+    assert pool.allocated == 2 and pool.reused == 0
+    assert series.to_numpy().min() == 1.0  # untouched by the second array
+    del series, b
+    gc.collect()
+    c = pool.empty((50, 8), np.float32)
+    assert pool.reused == 1 and c.shape == (50, 8) and c.dtype == np.float32
+    assert c.ctypes.data % 64 == 0
+
+
+def test_small_requests_and_no_pool_are_plain_arrays() -> None:
+    pool = scratch.ScratchPool()
+    assert pool.empty((3, 4), np.int64).shape == (3, 4) and pool.allocated == 0
+    assert scratch.empty((2, 2), np.float32).shape == (2, 2)  # outside a scratch_pool block
+    with scratch.scratch_pool(scratch.ScratchPool(min_bytes=0)):
+        assert scratch.empty((2, 2), np.float32).base is not None  # carved from a buffer
+
+
+def test_a_job_reusing_its_buffers_writes_the_same_store(tmp_path: Path, monkeypatch) -> None:
+    frame = corpus(docs=30, per_doc=20)
+    path = tmp_path / "in.arrow"
+    feather.write_feather(frame.to_arrow(), path, compression="uncompressed")
+    ingest_to_store(path, tmp_path / "fresh", buckets=4)
+    pools: list[scratch.ScratchPool] = []
+
+    def lending() -> scratch.ScratchPool:
+        pools.append(scratch.ScratchPool(min_bytes=0))
+        return pools[-1]
+
+    original = job.SourceCache.__init__
+
+    def init(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        original(self, *args, **kwargs)
+        self.pool = lending()
+
+    monkeypatch.setattr(job.SourceCache, "__init__", init)
+    ingest_to_store(path, tmp_path / "pooled", buckets=4)
+    assert pools and sum(p.reused for p in pools) > 0
+    assert data_files(tmp_path / "pooled") == data_files(tmp_path / "fresh")
