@@ -87,6 +87,7 @@ from .store import (
     prepare_root,
     write_staged,
 )
+from .store.atomic import save_npy
 from .store.delta import fingerprint_file
 from .store.fingerprint import FINGERPRINT_KIND
 from .store.layout import KEEP_VERSIONS
@@ -626,7 +627,7 @@ def _partition(inputs: Iterable[tuple[pa.Schema, Iterator[pa.RecordBatch], str]]
         for w in writers.values():
             w.close()
     for b, parts in numbers.items():
-        np.save(_row_numbers_file(str(tmp / f"b-{b:05d}.arrow")), np.concatenate(parts))
+        save_npy(_row_numbers_file(str(tmp / f"b-{b:05d}.arrow")), np.concatenate(parts))
     return BucketSource(tuple(str(tmp / f"b-{b:05d}.arrow") if b in writers else ""
                               for b in range(buckets)), buckets, True, total)
 

@@ -14,6 +14,7 @@ import pytest
 from test_kernels import random_table
 
 from arrowdedup import StoreError, ingest, open_store, write_store
+from arrowdedup.store import atomic
 
 
 def corpus(seed: int = 0, docs: int = 12) -> pl.DataFrame:
@@ -194,3 +195,22 @@ def test_buckets_a_worker_wrote_itself_give_the_same_store(tmp_path: Path) -> No
     with pytest.raises(FileNotFoundError):
         write_staged(tmp_path / "ended", out)
     assert not (tmp_path / "ended").exists()
+
+
+@pytest.mark.parametrize("shape", [(0,), (7,), (3, 5), (300_000, 8)])
+def test_chunked_writes_match_numpy(tmp_path: Path, shape: tuple[int, ...],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small chunks so every array above spans several of them, one ending mid-chunk.
+    monkeypatch.setattr(atomic, "WRITE_CHUNK", 4096 + 3)
+    array = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    atomic.save_npy(tmp_path / "ours.npy", array)
+    np.save(tmp_path / "numpy.npy", array)
+    assert (tmp_path / "ours.npy").read_bytes() == (tmp_path / "numpy.npy").read_bytes()
+    assert np.array_equal(np.load(tmp_path / "ours.npy"), array)
+    # Non-contiguous input is written as its contiguous copy, like np.save.
+    if array.ndim == 2:
+        atomic.save_npy(tmp_path / "t.npy", array.T)
+        assert np.array_equal(np.load(tmp_path / "t.npy"), array.T)
+    payload = bytes(range(256)) * 100
+    atomic.atomic_write_bytes(tmp_path / "blob", payload)
+    assert (tmp_path / "blob").read_bytes() == payload

@@ -29,6 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from ..errors import StoreError
+from ..store.atomic import save_npy
 from .tokens import JIT_MIN_TEXTS, STOPWORDS, lowercase, tokenize, tokens_of
 
 __all__ = ["BM25_DIR", "STOPWORDS", "Bm25Builder", "Bm25Index", "build_bm25_index",
@@ -164,17 +165,17 @@ class Bm25Builder:
         out = Path(version_dir) / BM25_DIR
         out.mkdir(parents=True, exist_ok=True)
         # np.asarray: no copy when the dtype already matches (the usual case).
-        np.save(out / FILES["data"], np.asarray(data, np.float32))
-        np.save(out / FILES["indices"], np.asarray(doc_rows, np.int32))
-        np.save(out / FILES["indptr"], np.asarray(indptr, np.int64))
+        save_npy(out / FILES["data"], np.asarray(data, np.float32))
+        save_npy(out / FILES["indices"], np.asarray(doc_rows, np.int32))
+        save_npy(out / FILES["indptr"], np.asarray(indptr, np.int64))
         words = vocab.to_list()
         (out / FILES["vocab"]).write_text(
             json.dumps(dict(zip(words, range(n_vocab), strict=True)), ensure_ascii=False),
             encoding="utf-8")
         # The raw statistics too, so a store with deltas can merge its layers' BM25 at query
         # time (retrieval.bm25_layers) without re-tokenizing them.
-        np.save(out / RAW_FILES["tf"], np.asarray(tf, np.int32))
-        np.save(out / RAW_FILES["doc_len"], doc_len.astype(np.int32))
+        save_npy(out / RAW_FILES["tf"], np.asarray(tf, np.int32))
+        save_npy(out / RAW_FILES["doc_len"], doc_len.astype(np.int32))
         (out / FILES["params"]).write_text(
             json.dumps({**PARAMS, "num_docs": n_docs, "version": "arrowdedup"}, indent=4),
             encoding="utf-8")

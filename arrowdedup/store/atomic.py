@@ -14,6 +14,38 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+# The most bytes handed to one ``write`` call. One 48 MB write (a bucket's embeddings) cost
+# the kernel 4-8x the system time of the same bytes in 8 MB writes (16 such files: 1.1-1.8 s
+# against 0.2 s, measured on these machines), and the store's writes are on a job's path.
+WRITE_CHUNK = 4 << 20
+
+
+def write_chunked(fh: Any, data: Any) -> int:
+    """Write ``data`` (bytes or any buffer) to the binary file ``fh`` in ``WRITE_CHUNK``
+    pieces; the byte count."""
+    view = memoryview(data).cast("B")
+    for start in range(0, view.nbytes, WRITE_CHUNK):
+        piece = view[start:start + WRITE_CHUNK]
+        while piece.nbytes:
+            piece = piece[fh.write(piece):]
+    return view.nbytes
+
+
+def save_npy(path: str | Path, array: np.ndarray) -> None:
+    """``np.save(path, array)`` (byte for byte for a C-ordered array), its data written by
+    :func:`write_chunked` (``np.save`` hands a whole array to one ``write``)."""
+    import numpy as np
+
+    array = np.ascontiguousarray(array)
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, np.lib.format.header_data_from_array_1_0(array))
+        write_chunked(fh, array.reshape(-1).view(np.uint8) if array.size else b"")
 
 
 def fsync_file(path: Path) -> None:
@@ -62,7 +94,7 @@ def atomic_path(path: str | Path, *, durable: bool = True) -> Iterator[Path]:
 def atomic_write_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> Path:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_path`)."""
     with atomic_path(path, durable=durable) as tmp, open(tmp, "wb") as fh:
-        fh.write(data)
+        write_chunked(fh, data)
     return Path(path)
 
 

@@ -36,7 +36,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from ..errors import SchemaError, StoreError
-from .atomic import fsync_dir, fsync_file
+from .atomic import fsync_dir, fsync_file, write_chunked
 from .layout import (
     CURRENT,
     DECISIONS,
@@ -279,7 +279,7 @@ class _HashingSink:
 
     def write(self, data: Any) -> int:
         self.hasher.update(data)
-        return int(self.fh.write(data))
+        return write_chunked(self.fh, data)
 
     def flush(self) -> None:
         self.fh.flush()
@@ -313,7 +313,7 @@ def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table) -> str:
             with ipc.new_file(pa.PythonFile(sink, mode="w"), data.schema) as writer:
                 writer.write_table(data)
             return str(sink.hasher.hexdigest())
-        fh.write(data)
+        write_chunked(fh, data)
     return checksum_bytes(data)
 
 
