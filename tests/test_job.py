@@ -343,3 +343,35 @@ def test_the_stage_table_counts_reading_fingerprints_and_bucket_numbers(
     assert result.timings["read"] >= 2 * pause
     assert result.timings["encode"] >= 2 * pause
     assert result.timings["partition"] >= pause
+
+
+@pytest.mark.parametrize("threads", [None, 1])
+def test_workers_are_refilled_before_a_bucket_is_written(threads: int | None, monkeypatch) -> None:
+    """While the caller writes bucket b, the local engine already works on the next
+    ``LOCAL_AHEAD + 1`` buckets (no worker idles during a write); with one thread, on none."""
+    import threading
+    import time
+
+    from arrowdedup import job
+
+    table = corpus(docs=12, per_doc=10).to_arrow()
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def recorded(source, bucket, *args, **kwargs):
+        with lock:
+            started.append(bucket)
+        return ("bucket", bucket)
+
+    monkeypatch.setattr(job, "process_bucket", recorded)
+    source = job.BucketSource(("mem:0",), 6, False, table.num_rows, (table,))
+    stream = job._local(source, job.BucketJob(resolve_config(None), threads))
+    # The caller holds bucket 0 (as while writing it) and has not asked for the next one.
+    assert next(stream) == ("bucket", 0)
+    expected = [0] if threads == 1 else list(range(job.LOCAL_AHEAD + 2))
+    deadline = time.monotonic() + 5.0
+    while sorted(started) != expected and time.monotonic() < deadline:
+        time.sleep(0.01)  # a submitted bucket starts on a pool thread
+    assert sorted(started) == expected
+    assert [b for _, b in stream] == list(range(1, 6))
+    assert sorted(started) == list(range(6))
