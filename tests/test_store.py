@@ -197,7 +197,7 @@ def test_buckets_a_worker_wrote_itself_give_the_same_store(tmp_path: Path) -> No
     assert not (tmp_path / "ended").exists()
 
 
-@pytest.mark.parametrize("shape", [(0,), (7,), (3, 5), (300_000, 8)])
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (7,), (3, 5), (300_000, 8)])
 def test_chunked_writes_match_numpy(tmp_path: Path, shape: tuple[int, ...],
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # Small chunks so every array above spans several of them, one ending mid-chunk.
