@@ -128,3 +128,85 @@ def _hex_many(hashes: np.ndarray, table: np.ndarray) -> np.ndarray:
             out[r * 16 + 15 - k] = table[np.intp(h & np.uint64(0xF))]
             h = h >> np.uint64(4)
     return out
+
+
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_ASCII_BLOCK = 1 << 20
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def ascii_column(offsets: np.ndarray, data: np.ndarray) -> bool:
+    """True when the offsets start at 0 or more, never decrease, stay inside ``data``, and
+    every byte they cover is ASCII: then every string is valid UTF-8."""
+    n = offsets.shape[0] - 1
+    if n < 0 or offsets[0] < 0 or offsets[n] > data.shape[0]:
+        return False
+    for r in range(n):
+        if offsets[r + 1] < offsets[r]:
+            return False
+    lo, hi = int(offsets[0]), int(offsets[n])
+    blocks = (hi - lo + _ASCII_BLOCK - 1) // _ASCII_BLOCK
+    clean = np.ones(blocks, dtype=np.bool_)
+    for b in numba.prange(blocks):
+        i = lo + b * _ASCII_BLOCK
+        end = min(i + _ASCII_BLOCK, hi)
+        seen = np.uint64(0)
+        while i + 8 <= end:
+            seen |= load_u64(data, i)
+            i += 8
+        while i < end:
+            seen |= np.uint64(data[i])
+            i += 1
+        clean[b] = (seen & _HIGH_BITS) == 0
+    return bool(clean.all())
+
+
+@numba.njit(inline="always")
+def _low_bytes(v: np.uint64, k: int) -> np.uint64:
+    """The low ``k`` bytes of ``v`` (0 <= k <= 8), zero above."""
+    if k >= 8:
+        return v
+    return v & ((np.uint64(1) << np.uint64(8 * k)) - np.uint64(1))
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def view_run_heads(views: np.ndarray, data: np.ndarray, bases: np.ndarray) -> np.ndarray:
+    """Per string of a ``string_view`` array (laid out as for :func:`_xxh64_views`): True
+    where it differs from the string before it (always for the first)."""
+    n = views.shape[0] // 16
+    out = np.empty(n, dtype=np.bool_)
+    if n:
+        out[0] = True
+    for r in numba.prange(1, n):
+        a, b = 16 * r, 16 * (r - 1)
+        length = int(load_u32(views, a))
+        if length != int(load_u32(views, b)):
+            out[r] = True
+        elif length <= 12:
+            # Inline: compared as 8 + 4 bytes, only the string's own (the padding after a
+            # short string is not read as part of it).
+            lo = min(length, 8)
+            differ = _low_bytes(load_u64(views, a + 4), lo) != _low_bytes(
+                load_u64(views, b + 4), lo)
+            if length > 8:
+                differ = differ or _low_bytes(load_u32(views, a + 12), length - 8) != \
+                    _low_bytes(load_u32(views, b + 12), length - 8)
+            out[r] = differ
+        elif load_u32(views, a + 4) != load_u32(views, b + 4):  # the 4-byte prefixes
+            out[r] = True
+        else:
+            sa = bases[int(load_u32(views, a + 8))] + int(load_u32(views, a + 12))
+            sb = bases[int(load_u32(views, b + 8))] + int(load_u32(views, b + 12))
+            differ = False
+            if sa != sb:
+                q = 0
+                while q + 8 <= length:
+                    if load_u64(data, sa + q) != load_u64(data, sb + q):
+                        differ = True
+                        break
+                    q += 8
+                while not differ and q < length:
+                    differ = data[sa + q] != data[sb + q]
+                    q += 1
+            out[r] = differ
+    return out

@@ -92,6 +92,26 @@ def xxh64(array: pa.Array | pa.ChunkedArray | pl.Series) -> np.ndarray:
     return _xxh64_many(offsets, data)  # type: ignore[no-any-return]
 
 
+def ascii_only(array: pa.Array) -> bool:
+    """True when ``array`` (``string`` or ``large_string``, one chunk) has consistent offsets
+    and only ASCII bytes, so it is valid UTF-8 without a check per string; False means "not
+    shown here", for Arrow's full validation to decide. Arrays under ``JIT_MIN_ROWS`` rows
+    always answer False (no jitted code to load). Raises ``pa.ArrowInvalid`` when the
+    buffers are too short for the offsets (Arrow's structural check)."""
+    if len(array) < JIT_MIN_ROWS or not (pa.types.is_string(array.type)
+                                         or pa.types.is_large_string(array.type)):
+        return False
+    array.validate()  # buffer sizes, before the offsets are read from them
+    _, offsets_buf, data_buf = array.buffers()
+    width = np.int64 if pa.types.is_large_string(array.type) else np.int32
+    offsets = np.frombuffer(offsets_buf, dtype=width)[array.offset:array.offset + len(array) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(
+        0, np.uint8)
+    from ._hashing_jit import ascii_column
+
+    return bool(ascii_column(offsets.astype(np.int64, copy=False), data))
+
+
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 

@@ -17,6 +17,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from .errors import InputError, SchemaError
+from .hashing import ascii_only
 from .vectors import Embeddings, _refuse, embeddings_from
 
 REQUIRED = ("doc_id", "segment_id", "text", "segment_type", "position")
@@ -122,7 +123,11 @@ def _check_utf8(table: pa.Table, origin: str) -> None:
                 or pa.types.is_string_view(kind)):
             continue
         try:
-            col.validate(full=True)
+            # A chunk of ASCII bytes under consistent offsets is valid UTF-8 as it stands:
+            # one pass over its bytes instead of a check per string (~0.03 s at 1M rows).
+            for chunk in col.chunks:
+                if not ascii_only(chunk):
+                    chunk.validate(full=True)
         except pa.ArrowInvalid as err:
             raise InputError(
                 f"column {name!r} of {origin} is not valid UTF-8 ({err}); decode the source "

@@ -185,14 +185,46 @@ def dictionary_codes(series: pl.Series, *, null_code: bool = True
     # Encoded as Polars' string views (handed out without a copy; the default compat level
     # rebuilds a large_string column first); only the distinct values are cast back, so the
     # dictionary keeps the type it always had.
-    arr = single_chunk(series.cast(pl.String).to_arrow(compat_level=pl.CompatLevel.newest()))
-    encoded = pc.dictionary_encode(arr)
+    strings = series.cast(pl.String)
+    arr = single_chunk(strings.to_arrow(compat_level=pl.CompatLevel.newest()))
+    runs = _run_starts(arr)
+    if runs is not None:
+        # Only the first string of each run of equal strings is encoded (a document's
+        # rows usually lie together): the same codes, first appearance being a run's start.
+        encoded = pc.dictionary_encode(single_chunk(strings.gather(runs).to_arrow(
+            compat_level=pl.CompatLevel.newest())))
+        lengths = np.diff(runs, append=len(arr))
+        codes = np.repeat(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                          lengths)
+    else:
+        encoded = pc.dictionary_encode(arr)
+        codes = None
     dictionary = encoded.dictionary
     if not pa.types.is_large_string(dictionary.type):
         dictionary = dictionary.cast(pa.large_string())
     n_values = len(dictionary)
-    codes = encoded.indices.fill_null(n_values).to_numpy(zero_copy_only=False).astype(np.int64)
+    if codes is None:
+        codes = encoded.indices.fill_null(n_values).to_numpy(zero_copy_only=False).astype(
+            np.int64)
     return codes, n_values + (1 if null_code else 0), dictionary
+
+
+def _run_starts(arr: pa.Array) -> np.ndarray | None:
+    """Where each run of equal adjacent strings starts, for a ``string_view`` array of
+    ``JIT_MIN_ROWS`` rows or more without nulls whose runs average 4 rows or more; None
+    otherwise (every row is encoded then)."""
+    from .hashing import JIT_MIN_ROWS, _views
+
+    if len(arr) < JIT_MIN_ROWS or (views := _views(arr)) is None:
+        return None
+    from ._hashing_jit import view_run_heads
+
+    views_, data, bases = views
+    # The first rows tell whether runs pay, before a pass over all of them (ids, hashes).
+    if 4 * int(view_run_heads(views_[:16 * JIT_MIN_ROWS], data, bases).sum()) > JIT_MIN_ROWS:
+        return None
+    starts = np.flatnonzero(view_run_heads(views_, data, bases))
+    return starts if 4 * starts.shape[0] <= len(arr) else None
 
 
 def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embeddings | None:

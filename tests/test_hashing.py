@@ -71,3 +71,46 @@ def test_bucket_of_hashes_each_distinct_id_once_and_agrees_with_every_row() -> N
             got = bucket_of(arr, 7)
             assert got.dtype == np.int64 and (got == want).all()
     assert bucket_of(pa.chunked_array([], type=pa.string()), 3).shape == (0,)
+
+
+def test_ascii_only_proves_ascii_columns_and_defers_everything_else() -> None:
+    """A large ASCII column (sliced, string or large_string) is shown valid; non-ASCII bytes,
+    offsets that go backwards, and small columns are left to Arrow's full validation
+    (False)."""
+    import numpy as np
+
+    from arrowdedup.hashing import JIT_MIN_ROWS, ascii_only
+
+    texts = [f"row {i} --max-request-bytes v3.5" for i in range(JIT_MIN_ROWS * 2)]
+    for kind in (pa.string(), pa.large_string()):
+        arr = pa.array(texts, type=kind)
+        assert ascii_only(arr) and ascii_only(arr.slice(11, JIT_MIN_ROWS + 3))
+        assert not ascii_only(arr.slice(0, JIT_MIN_ROWS - 1))  # small: Arrow decides
+    accented = pa.array([*texts[:-1], "café"])
+    assert not ascii_only(accented)
+    accented.validate(full=True)  # valid, only not provable by the ASCII pass
+    n = JIT_MIN_ROWS
+    backwards = np.r_[np.arange(n), n - 2].astype(np.int32)
+    bad = pa.StringArray.from_buffers(n, pa.py_buffer(backwards), pa.py_buffer(b"x" * n))
+    assert not ascii_only(bad)
+
+
+def test_view_run_heads_mark_where_each_run_of_equal_strings_starts() -> None:
+    """Inline strings of every length up to 12 (only their own bytes compared), longer ones
+    with equal prefixes, equal strings stored apart, and Polars' several data buffers."""
+    import numpy as np
+    import polars as pl
+
+    from arrowdedup._hashing_jit import view_run_heads
+    from arrowdedup.hashing import JIT_MIN_ROWS, _views
+
+    rng = np.random.default_rng(5)
+    words = [("p" * k) + s for k in range(0, 30) for s in ("", "a", "b", "ab")]
+    texts = [words[i] for i in rng.integers(0, len(words), JIT_MIN_ROWS)]
+    texts = [t for t in texts for _ in range(int(rng.integers(1, 4)))]
+    expected = [True] + [a != b for a, b in zip(texts[1:], texts[:-1], strict=True)]
+    for arr in (pl.Series(texts).to_arrow(compat_level=pl.CompatLevel.newest()),
+                pa.array(texts, type=pa.large_string()).cast(pa.string_view())):
+        views = _views(arr)
+        assert views is not None
+        assert view_run_heads(*views).tolist() == expected

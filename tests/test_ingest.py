@@ -347,3 +347,19 @@ def test_kept_frame_of_a_chunked_input_equals_the_single_chunk_one() -> None:
     assert 0 < one.final_count < n
     assert one.kept.equals(many.kept) and one.decisions.equals(many.decisions)
     assert many.kept.columns == one.kept.columns
+
+
+@pytest.mark.parametrize("decay", ["Logarithmic", "Linear"])
+def test_boost_fraction_looks_up_the_formula_of_each_count(decay: str) -> None:
+    """SPEC §2.6 per row: 0 without near duplicates, else the decay formula of the count."""
+    from arrowdedup.config import resolve_config
+    from arrowdedup.ingest import boost_fraction
+
+    cfg = resolve_config({"Ingestion": {"BoostDecayMode": decay, "BoostPerNearDuplicate": 0.2,
+                                        "LogBase": 3}})
+    counts = np.array([0, 3, 1, 0, 7, 3], dtype=np.int64)
+    c = counts.astype(np.float64)
+    formula = 0.2 * c if decay == "Linear" else 0.2 * np.log1p(c) / np.log(3)
+    np.testing.assert_allclose(boost_fraction(counts, cfg), np.where(c > 0, formula, 0.0),
+                               rtol=0, atol=1e-15)
+    assert boost_fraction(np.empty(0, np.int64), cfg).shape == (0,)

@@ -557,3 +557,19 @@ def test_corrupted_ipc_files_never_crash_the_job(tmp_path: Path) -> None:
     assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
     read, refused = map(int, child.stdout.split())
     assert read + refused == 40 and refused > 30
+
+
+def test_invalid_utf8_refused_in_a_large_column() -> None:
+    """Above the ASCII pass's threshold: one bad byte among thousands of ASCII rows is still
+    refused by name."""
+    from arrowdedup.hashing import JIT_MIN_ROWS
+
+    n = JIT_MIN_ROWS + 10
+    raw = [f"row {i}".encode() for i in range(n)]
+    raw[n - 3] = b"\xff\xfe not utf-8"
+    table = pa.table({"doc_id": ["d"] * n, "segment_id": [f"s{i}" for i in range(n)],
+                      "text": pa.array(raw, pa.large_binary()).view(pa.large_string()),
+                      "segment_type": ["paragraph"] * n,
+                      "position": pa.array(range(n), pa.int32())})
+    with pytest.raises(InputError, match=r"column 'text'.*not valid UTF-8"):
+        ingest(table)
