@@ -15,7 +15,7 @@ import numpy as np
 from ._numba import numba
 
 _INSERTION_RUN = 32
-_SMALL_GROUP = 64
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @numba.njit(inline="always")
@@ -106,30 +106,31 @@ def _sort_group(rows: np.ndarray, scratch: np.ndarray, salience: np.ndarray,
 def _classify_group(rows: np.ndarray, start: int, hashes: np.ndarray,
                     hash_class: np.ndarray) -> None:
     """``hash_class[r]`` = the place in ``order`` of the first row of the group (in group
-    order) with ``r``'s hash."""
+    order) with ``r``'s hash: one pass in group order through an open-addressing table of
+    the group's distinct hashes (at most half full), whose first row names the class."""
     m = rows.shape[0]
-    if m <= _SMALL_GROUP:
-        for i in range(m):
-            h = hashes[rows[i]]
-            cls = start + i
-            for j in range(i):
-                if hashes[rows[j]] == h:
-                    cls = hash_class[rows[j]]
-                    break
-            hash_class[rows[i]] = cls
-        return
-    keys = np.empty(m, dtype=np.int64)
+    cap = 16
+    while cap < 2 * m:
+        cap *= 2
+    mask = np.uint64(cap - 1)
+    keys = np.empty(cap, dtype=np.int64)
+    cls = np.full(cap, -1, dtype=np.int64)
     for i in range(m):
-        keys[i] = hashes[rows[i]]
-    by_hash = np.argsort(keys, kind="mergesort")  # stable: a run starts at its first row
-    i = 0
-    while i < m:
-        first = by_hash[i]
-        j = i
-        while j < m and keys[by_hash[j]] == keys[first]:
-            hash_class[rows[by_hash[j]]] = start + first
-            j += 1
-        i = j
+        h = hashes[rows[i]]
+        # Fibonacci hashing: the top bits of the product spread any key set (dense codes
+        # as well as XXH64 values).
+        slot = ((np.uint64(h) * _GOLDEN) >> np.uint64(32)) & mask
+        while True:
+            c = cls[slot]
+            if c < 0:
+                keys[slot] = h
+                cls[slot] = start + i
+                hash_class[rows[i]] = start + i
+                break
+            if keys[slot] == h:
+                hash_class[rows[i]] = c
+                break
+            slot = (slot + np.uint64(1)) & mask
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
@@ -143,3 +144,24 @@ def sort_and_classify(order: np.ndarray, offsets: np.ndarray, salience: np.ndarr
         _sort_group(rows, np.empty(b - a, dtype=np.int64), salience, position)
         _classify_group(rows, a, hashes, hash_class)
     return hash_class
+
+
+@numba.njit(nogil=True, cache=True)
+def document_counts(codes: np.ndarray, action: np.ndarray, boost: np.ndarray,
+                    kept: np.ndarray, n_docs: int, n_actions: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per document: rows per action (n_docs × n_actions), and the sum and maximum of the
+    kept rows' boosts (0 without kept rows), in one pass in row order (the sums add in the
+    order ``np.bincount`` does)."""
+    counts = np.zeros((n_docs, n_actions), dtype=np.int64)
+    boost_sum = np.zeros(n_docs, dtype=np.float64)
+    boost_max = np.zeros(n_docs, dtype=np.float64)
+    for r in range(codes.shape[0]):
+        d = codes[r]
+        counts[d, action[r]] += 1
+        # Without a branch on ``kept`` (half the rows, unpredictable): a removed row adds
+        # +0.0, which changes no sum, and boosts are >= 0, so it raises no maximum.
+        b = boost[r] if kept[r] else 0.0
+        boost_sum[d] += b
+        boost_max[d] = max(boost_max[d], b)
+    return counts, boost_sum, boost_max

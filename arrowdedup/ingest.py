@@ -427,9 +427,12 @@ def build_result(
     ), kept_mask, emb)
 
     seg_ids = frame.get_column("segment_id").cast(pl.String)
-    reasons = pl.Series("guard_reason", out.reason).replace_strict(
-        {i + 1: name for i, name in enumerate(facts.REASONS)}, default=None,
-        return_dtype=facts.REASON_DTYPE)
+    if out.reason.any():
+        reasons = pl.Series("guard_reason", out.reason).replace_strict(
+            {i + 1: name for i, name in enumerate(facts.REASONS)}, default=None,
+            return_dtype=facts.REASON_DTYPE)
+    else:  # no refusal (always without the guard): nothing to look up
+        reasons = pl.repeat(None, n, dtype=facts.REASON_DTYPE, eager=True).alias("guard_reason")
     decisions = pl.DataFrame({
         "doc_id": frame.get_column("doc_id").cast(pl.String),
         "segment_id": seg_ids,
@@ -464,16 +467,22 @@ def document_stats(
     codes, names = docs if docs is not None else doc_codes(frame)  # doc_id has no nulls
     n_docs = len(names)
     n_actions = len(kernels.ACTION_NAMES)
-    counts = np.bincount(codes * n_actions + action.astype(np.int64),
-                         minlength=n_actions * n_docs).reshape(n_docs, n_actions)
+    if codes.shape[0] >= JIT_MIN_ROWS:
+        from ._plan_jit import document_counts
+
+        counts, boost_sum, boost_max = document_counts(codes, action, boost, kept_mask,
+                                                       n_docs, n_actions)
+    else:
+        counts = np.bincount(codes * n_actions + action.astype(np.int64),
+                             minlength=n_actions * n_docs).reshape(n_docs, n_actions)
+        # Boosts are >= 0 (BoostPerNearDuplicate is), so zeroing the removed rows' leaves
+        # every sum and maximum as over the kept rows.
+        kept_boost = np.where(kept_mask, boost, 0.0)
+        boost_sum = np.bincount(codes, weights=kept_boost, minlength=n_docs)
+        boost_max = np.zeros(n_docs, dtype=np.float64)
+        np.maximum.at(boost_max, codes, kept_boost)
     original = counts.sum(axis=1)
     final = counts[:, kernels.KEPT]
-    # Boosts are >= 0 (BoostPerNearDuplicate is), so zeroing the removed rows' leaves every
-    # sum and maximum as over the kept rows (without two boolean gathers of 1M rows).
-    kept_boost = np.where(kept_mask, boost, 0.0)
-    boost_sum = np.bincount(codes, weights=kept_boost, minlength=n_docs)
-    boost_max = np.zeros(n_docs, dtype=np.float64)
-    np.maximum.at(boost_max, codes, kept_boost)
     boost_avg = np.where(final > 0, boost_sum / np.maximum(final, 1), 0.0)
     ratio = (original - final) / original  # every document has a row
     if "doc_type" in frame.columns:

@@ -211,8 +211,9 @@ def test_inverse_norms() -> None:
 def test_plan_counting_sort_equals_polars_sort(seed: int, n: int, n_groups: int,
                                                ties: bool) -> None:
     """The jitted plan (large inputs) gives the Polars plan's order and offsets, and hash
-    classes that split the rows the same way: groups of 1 to over 64 rows, salience ties
-    (with -0.0 beside 0.0), repeated positions and hashes."""
+    classes that split the rows the same way: groups of 1 to over 64 rows (the classes'
+    hash table grows with the group), salience ties (with -0.0 beside 0.0), repeated
+    positions and hashes."""
     from arrowdedup._plan_jit import group_order, sort_and_classify
 
     rng = np.random.default_rng(seed)
@@ -256,3 +257,25 @@ def test_document_stats_equal_a_group_by_of_the_decisions(seed: int, n: int) -> 
     for col in expected.columns[1:]:
         np.testing.assert_allclose(got.get_column(col).to_numpy(),
                                    expected.get_column(col).to_numpy(), rtol=1e-12)
+
+
+def test_document_counts_equal_the_numpy_bincounts_bit_for_bit() -> None:
+    """The jitted per-document pass (large inputs) against the bincounts of small ones:
+    equal counts, boost sums and maxima, documents without kept rows at 0."""
+    from arrowdedup._plan_jit import document_counts
+
+    rng = np.random.default_rng(3)
+    n, n_docs, n_actions = 20_000, 700, len(kernels.ACTION_NAMES)
+    codes = rng.integers(0, n_docs - 5, n).astype(np.int64)  # 5 documents without rows
+    action = rng.integers(0, n_actions, n).astype(np.int8)
+    boost = np.where(rng.random(n) < 0.3, 0.0, rng.random(n))
+    kept = action == kernels.KEPT
+    counts, boost_sum, boost_max = document_counts(codes, action, boost, kept, n_docs,
+                                                   n_actions)
+    expected = np.bincount(codes * n_actions + action, minlength=n_docs * n_actions)
+    np.testing.assert_array_equal(counts, expected.reshape(n_docs, n_actions))
+    sums = np.bincount(codes[kept], weights=boost[kept], minlength=n_docs)
+    assert sums.tobytes() == boost_sum.tobytes()
+    maxima = np.zeros(n_docs)
+    np.maximum.at(maxima, codes[kept], boost[kept])
+    assert maxima.tobytes() == boost_max.tobytes()
