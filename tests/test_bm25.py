@@ -62,6 +62,24 @@ def test_numba_scanner_equals_python_tokenizer(texts: list[str | None]) -> None:
     assert jit_tokens(texts) == [tokens_of(t) for t in lowered]
 
 
+def test_numba_scanner_with_many_distinct_tokens_of_every_length() -> None:
+    """Thousands of distinct tokens (the table grows several times), 1 to 40 bytes long,
+    sharing their first and last 8 bytes and differing only in the middle or the length,
+    beside stop words: one id per distinct token, the Python tokenizer's tokens."""
+    texts = []
+    for i in range(3000):
+        middle = f"{i:05d}"
+        texts.append(" ".join([
+            f"p{middle}",  # short
+            f"prefix{middle}x",  # 9-16 bytes
+            f"prefixab{middle}suffixyz",  # over 16: equal first and last 8 bytes
+            f"prefixab{'q' * (i % 25)}suffixyz",  # lengths only tell these apart
+            "the", "and", "it",
+        ]))
+    lowered = lowercase(pl.Series(texts, dtype=pl.String)).to_list()
+    assert jit_tokens(texts) == [tokens_of(t) for t in lowered]
+
+
 def _build(texts: list[str], tmp: Path, splits: tuple[int, ...] = ()) -> Path:
     builder = Bm25Builder()
     bounds = [0, *splits, len(texts)]

@@ -2,9 +2,9 @@
 
 It walks the offsets and UTF-8 bytes of a lower-cased ``large_string`` array twice: once to
 find the byte span of every token occurrence (with the parts and ``v`` variants of compound
-tokens), once to turn each span into a bucket-local id through a hash table keyed on the
-token's XXH64 (the same hash as :mod:`arrowdedup.hashing`, inlined), each hit confirmed on the
-bytes, so ids come in order of first appearance; only the first occurrence of each token is
+tokens), once to turn each span into a bucket-local id through a hash table keyed on a hash
+of the token's bytes (:func:`_token_hash`), each hit confirmed on the bytes, so ids come in
+order of first appearance; only the first occurrence of each token is
 kept as a byte span, which becomes the vocabulary. Only the spans are materialised per
 token, no strings or hashes. A test asserts the vocabulary spells exactly the tokens of the Python
 implementation. Imported only by index builds of ``JIT_MIN_TEXTS`` texts or more.
@@ -116,6 +116,25 @@ def _prefix(data: np.ndarray, s: int, length: int) -> np.uint64:
     for q in range(min(length, 8)):
         v |= np.uint64(data[s + q]) << np.uint64(8 * q)
     return v
+
+
+_MIX1 = np.uint64(0x9E3779B97F4A7C15)
+_MIX2 = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+@numba.njit(inline="always")
+def _token_hash(data: np.ndarray, s: int, e: int, pre: np.uint64) -> np.uint64:
+    """The table's hash of the token ``data[s:e]`` whose first 8 bytes are ``pre``: for
+    tokens of up to 16 bytes (almost all) a multiply-xorshift of their two 8-byte words and
+    length, a few cycles against XXH64's chain of a dozen multiplies; XXH64 above. It only
+    places entries (a hit is confirmed on the bytes), so it never changes an id."""
+    length = e - s
+    if length > 16:
+        return xxh64_inline(data, s, e)
+    h = (pre ^ np.uint64(length)) * _MIX1
+    if length > 8:
+        h ^= _prefix(data, s + 8, length - 8) * _MIX2
+    return h ^ (h >> np.uint64(29))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -250,7 +269,7 @@ def _intern(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, span_rows: n
     """Give the occurrences from span ``j0`` on their ids until the table would pass half
     load; returns the span it stopped at (``n_spans`` when done) and the counters.
 
-    ``slots`` (open addressing on the token's XXH64) holds, per distinct token seen, all a
+    ``slots`` (open addressing on :func:`_token_hash`) holds, per distinct token seen, all a
     lookup reads in one place: the hash, the first 8 bytes, the first occurrence's start,
     and the token's id in the bucket's vocabulary (ids in first-seen order; 0 in the slot
     for a stop word, id + 1 otherwise) beside its length. So each distinct token is looked up
@@ -268,13 +287,15 @@ def _intern(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, span_rows: n
             return j, k, ne, m
         s, e = starts[j], ends[j]
         length = e - s
-        h = xxh64_inline(data, s, e)
         pre = _prefix(data, s, length)
+        h = _token_hash(data, s, e, pre)
         slot = _slot(h, mask)
         while True:
             packed = slots[slot, 3]
             if packed == 0:
-                v = -1 if _is_stop(stop, h, length) else m
+                # The stop words are known by XXH64, computed for new short entries only.
+                v = -1 if length <= STOP_MAX_BYTES and _is_stop(
+                    stop, xxh64_inline(data, s, e), length) else m
                 if v >= 0:
                     first[v, 0] = s
                     first[v, 1] = e
