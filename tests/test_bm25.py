@@ -62,6 +62,28 @@ def test_numba_scanner_equals_python_tokenizer(texts: list[str | None]) -> None:
     assert jit_tokens(texts) == [tokens_of(t) for t in lowered]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(st.sampled_from(
+    [*"AZaz@[`{09 -_.\n\t\x00\x7f", "É", "ß", "İ"]), max_size=40)), max_size=30),
+    st.integers(0, 5))
+def test_jit_lower_equals_polars_lowercase(texts: list[str | None], skip: int) -> None:
+    """The ASCII byte pass (the bytes around 'A'-'Z' included) gives Polars' lower-casing,
+    slices too; a non-ASCII text sends the column to Polars."""
+    series = pl.Series(texts, dtype=pl.String)[skip:]
+    assert jit.lower(series).equals(lowercase(series).to_arrow())
+
+
+def test_jit_lower_over_several_parallel_blocks() -> None:
+    """Megabytes of text (several of the pass's blocks, an odd length) lower-cased whole;
+    one non-ASCII byte in the last block sends the column to Polars."""
+    texts = [f"Row {i} MiXeD Case --Flag V3.5 " * 30 + "Z" * (i % 7) for i in range(3_000)]
+    series = pl.Series(texts, dtype=pl.String)
+    assert sum(map(len, texts)) > 2 * 2**20 and sum(map(len, texts)) % 8
+    assert jit.lower(series).equals(lowercase(series).to_arrow())
+    series = pl.Series([*texts[:-1], texts[-1] + "Ä"], dtype=pl.String)
+    assert jit.lower(series).equals(lowercase(series).to_arrow())
+
+
 def test_numba_scanner_with_many_distinct_tokens_of_every_length() -> None:
     """Thousands of distinct tokens (the table grows several times), 1 to 40 bytes long,
     sharing their first and last 8 bytes and differing only in the middle or the length,

@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from .._hashing_jit import xxh64_inline
 from .._intrinsics_jit import load_u64
 from .._numba import numba
 from ..hashing import _buffers, xxh64
-from .tokens import STOPWORDS
+from .tokens import STOPWORDS, lowercase
 
 _WORD, _JOINER, _SEP = 0, 1, 2
 STOP_MAX_BYTES = max(len(w.encode()) for w in STOPWORDS)
@@ -437,6 +438,66 @@ def stop_hashes() -> np.ndarray:
     if _STOP is None:
         _STOP = np.sort(xxh64(pa.array(sorted(STOPWORDS), type=pa.large_string())))
     return _STOP
+
+
+_ONES = np.uint64(0x0101010101010101)
+_HIGH = np.uint64(0x8080808080808080)
+_LOWER_BLOCK = 1 << 20  # bytes per parallel task, a multiple of 8
+
+
+@numba.njit(inline="always")
+def _lower_word(w: np.uint64) -> np.uint64:
+    """The 8 bytes of ``w`` with ``A``-``Z`` lower-cased (bytes of 0x80 and more unchanged):
+    per byte, bit 7 of ``low7 + (0x7F - 0x40)`` says >= 'A' and of ``low7 + (0x7F - 0x5A)``
+    says > 'Z', with no carry between bytes (each low 7 bits plus at most 0x3F fits in 8)."""
+    low7 = w & ~_HIGH
+    ge_a = low7 + np.uint64(0x3F) * _ONES
+    gt_z = low7 + np.uint64(0x25) * _ONES
+    upper = ge_a & ~gt_z & ~w & _HIGH
+    return w | (upper >> np.uint64(2))
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _ascii_lower(data: np.ndarray, lo: int, hi: int, out: np.ndarray) -> bool:
+    """``out[:] = data[lo:hi]`` with ``A``-``Z`` lower-cased, 8 bytes at a time; False
+    (``out`` then incomplete) when those bytes hold one outside ASCII. ``out`` is a fresh
+    (8-byte aligned) array of ``hi - lo`` bytes."""
+    n = hi - lo
+    words = out[: n - n % 8].view(np.uint64)
+    blocks = (n + _LOWER_BLOCK - 1) // _LOWER_BLOCK
+    clean = np.ones(blocks, dtype=np.bool_)
+    for k in numba.prange(blocks):
+        start = k * _LOWER_BLOCK
+        end = min(n, start + _LOWER_BLOCK)
+        seen = np.uint64(0)
+        i = start
+        while i + 8 <= end:
+            w = load_u64(data, lo + i)
+            seen |= w
+            words[i // 8] = _lower_word(w)
+            i += 8
+        while i < end:
+            b = np.uint64(data[lo + i])
+            seen |= b
+            out[i] = np.uint8(_lower_word(b) & np.uint64(0xFF))
+            i += 1
+        clean[k] = (seen & _HIGH) == 0
+    return bool(clean.all())
+
+
+def lower(texts: pl.Series) -> pa.Array:
+    """:func:`arrowdedup.retrieval.tokens.lowercase` as a ``large_string`` array: for ASCII
+    texts (where Unicode lower-casing is ``A``-``Z`` → ``a``-``z``, nothing else) one
+    parallel pass over the bytes; otherwise Polars' ``to_lowercase``."""
+    arr = texts.cast(pl.String).fill_null("").to_arrow()
+    offsets, data = _buffers(arr)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    out = np.empty(hi - lo, dtype=np.uint8)
+    if _ascii_lower(data, lo, hi, out):
+        return pa.LargeStringArray.from_buffers(
+            offsets.shape[0] - 1, pa.py_buffer(offsets - lo if lo else offsets),
+            pa.py_buffer(out))
+    return lowercase(texts).to_arrow()
 
 
 def scan(lowered: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, pa.Array]:

@@ -63,13 +63,12 @@ def bucket_tokens(texts: pl.Series) -> BucketTokens:
     """Tokenize one bucket's texts: the Numba scanner from ``JIT_MIN_TEXTS`` texts on, the
     Python twin below (no JIT code loaded for small stores)."""
     n = texts.len()
-    lowered = lowercase(texts)
     if n >= JIT_MIN_TEXTS:
         from . import _tokens_jit as jit
 
-        ids, rows, vocab = jit.scan(lowered.to_arrow())
+        ids, rows, vocab = jit.scan(jit.lower(texts))
         return BucketTokens(ids, rows, vocab, n)
-    per_row = [tokens_of(t) for t in lowered.to_list()]
+    per_row = [tokens_of(t) for t in lowercase(texts).to_list()]
     flat = [t for toks in per_row for t in toks]
     index: dict[str, int] = {}
     ids_list = [index.setdefault(t, len(index)) for t in flat]
