@@ -50,31 +50,42 @@ JIT_MIN_POSTINGS = 50_000
 
 @dataclasses.dataclass(frozen=True)
 class BucketTokens:
-    """One bucket's tokens: bucket-local ids (``vocab`` order), the row of each token inside
-    the bucket (non-decreasing), the bucket's vocabulary and its row count."""
+    """One bucket's postings over its own vocabulary (first-seen order): column-major,
+    ``indptr`` per token, the bucket-local row of each posting (ascending inside a token)
+    and its term frequency, beside the token count of every row."""
 
-    ids: np.ndarray  # int32
-    rows: np.ndarray  # int32
-    vocab: pa.Array  # large_string, first-seen order
+    vocab: pa.Array  # large_string
+    indptr: np.ndarray  # int64 (len(vocab) + 1)
+    doc_rows: np.ndarray  # int32
+    tf: np.ndarray  # int32
+    doc_len: np.ndarray  # int64 (n_rows)
     n_rows: int
 
 
 def bucket_tokens(texts: pl.Series) -> BucketTokens:
-    """Tokenize one bucket's texts: the Numba scanner from ``JIT_MIN_TEXTS`` texts on, the
-    Python twin below (no JIT code loaded for small stores)."""
+    """Tokenize one bucket's texts and lay out its postings: the Numba scanner from
+    ``JIT_MIN_TEXTS`` texts on, the Python twin below (no JIT code loaded for small
+    stores)."""
     n = texts.len()
     if n >= JIT_MIN_TEXTS:
         from . import _tokens_jit as jit
 
         ids, rows, vocab = jit.scan(jit.lower(texts))
-        return BucketTokens(ids, rows, vocab, n)
-    per_row = [tokens_of(t) for t in lowercase(texts).to_list()]
-    flat = [t for toks in per_row for t in toks]
-    index: dict[str, int] = {}
-    ids_list = [index.setdefault(t, len(index)) for t in flat]
-    rows_list = np.repeat(np.arange(n, dtype=np.int32), [len(t) for t in per_row])
-    return BucketTokens(np.asarray(ids_list, dtype=np.int32), rows_list,
-                        pa.array(list(index), type=pa.large_string()), n)
+    else:
+        per_row = [tokens_of(t) for t in lowercase(texts).to_list()]
+        flat = [t for toks in per_row for t in toks]
+        index: dict[str, int] = {}
+        ids = np.asarray([index.setdefault(t, len(index)) for t in flat], dtype=np.int32)
+        rows = np.repeat(np.arange(n, dtype=np.int32), [len(t) for t in per_row])
+        vocab = pa.array(list(index), type=pa.large_string())
+    indptr, doc_rows, tf = _postings(ids, rows, len(vocab))
+    if rows.shape[0] >= JIT_MIN_POSTINGS:
+        from ._tokens_jit import row_lengths
+
+        doc_len = row_lengths(rows, n)
+    else:
+        doc_len = np.bincount(rows, minlength=n).astype(np.int64)
+    return BucketTokens(vocab, indptr, doc_rows, tf, doc_len, n)
 
 
 def _postings(ids: np.ndarray, rows: np.ndarray, n_vocab: int
@@ -91,9 +102,29 @@ def _postings(ids: np.ndarray, rows: np.ndarray, n_vocab: int
     return indptr, (uniq % width).astype(np.int32), counts.astype(np.int32)
 
 
+def _merge_postings(gid: np.ndarray, block_start: np.ndarray, block_len: np.ndarray,
+                    rows: np.ndarray, tf: np.ndarray, n_vocab: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The postings of every token of the merged vocabulary: its blocks (one per bucket
+    that has it, ``gid`` its id, in store order) end to end."""
+    if rows.shape[0] >= JIT_MIN_POSTINGS:
+        from ._tokens_jit import merge_postings
+
+        merged = merge_postings(gid, block_start, block_len, rows, tf, n_vocab)
+        return merged  # type: ignore[no-any-return]
+    indptr = np.zeros(n_vocab + 1, np.int64)
+    np.cumsum(np.bincount(gid, weights=block_len, minlength=n_vocab).astype(np.int64),
+              out=indptr[1:])
+    order = np.argsort(gid, kind="stable")  # store order inside a token
+    starts, lens = block_start[order], block_len[order]
+    take = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+    return indptr, rows[take], tf[take]
+
+
 class Bm25Builder:
-    """An index builder of the job path: ``encode`` a bucket's kept rows (in the worker),
-    ``add`` the encoded buckets in store order, ``finish`` into a version directory."""
+    """An index builder of the job path: ``encode`` a bucket's kept rows (in the worker,
+    where its postings are laid out), ``add`` the encoded buckets in store order, ``finish``
+    into a version directory (merging the buckets' postings token by token)."""
 
     name = "bm25"
 
@@ -105,7 +136,7 @@ class Bm25Builder:
         return bucket_tokens(indexed_text(kept))  # the text plus its key values
 
     def __init__(self) -> None:
-        self._parts: list[BucketTokens] = []
+        self._parts: list[tuple[BucketTokens, int]] = []  # with the store row of each row 0
         self._rows = 0
 
     def encoder(self) -> Bm25Builder:
@@ -116,12 +147,12 @@ class Bm25Builder:
         """Append a bucket's tokens; ``rows`` is its kept row count (store order)."""
         if part is not None:
             assert part.n_rows == rows, (part.n_rows, rows)
-            self._parts.append(dataclasses.replace(part, rows=part.rows + np.int32(self._rows)))
+            self._parts.append((part, self._rows))
         self._rows += rows
 
     def finish(self, version_dir: Path) -> Path | None:
         """Write ``<version>/bm25/``; nothing when no kept text has a single token."""
-        parts = self._parts
+        parts = [p for p, _ in self._parts]
         n_docs = self._rows
         if not parts or n_docs == 0 or sum(len(p.vocab) for p in parts) == 0:
             return None
@@ -136,18 +167,20 @@ class Bm25Builder:
         mapped = local.join(pl.DataFrame({"tok": vocab, "gid": pl.int_range(
             0, vocab.len(), eager=True, dtype=pl.Int32)}), on="tok", how="left")
         gid = mapped.sort("part", "local").get_column("gid").to_numpy()
-        starts = np.concatenate([[0], np.cumsum([len(p.vocab) for p in parts])])
-        ids = np.concatenate([gid[starts[i]:starts[i + 1]][p.ids]
-                              for i, p in enumerate(parts)]).astype(np.int32, copy=False)
-        rows = np.concatenate([p.rows for p in parts]).astype(np.int32, copy=False)
+        # Every (bucket, token) pair is a block of postings; the buckets' rows are moved
+        # to store rows on the way.
+        base = np.cumsum([0] + [p.doc_rows.shape[0] for p in parts])
+        block_start = np.concatenate([p.indptr[:-1] + base[i] for i, p in enumerate(parts)])
+        block_len = np.concatenate([np.diff(p.indptr) for p in parts])
+        all_rows = np.concatenate([p.doc_rows + np.int32(first) for p, first in self._parts])
+        all_tf = np.concatenate([p.tf for p in parts])
         n_vocab = vocab.len()
-        indptr, doc_rows, tf = _postings(ids, rows, n_vocab)
-        if rows.shape[0] >= JIT_MIN_POSTINGS:
-            from ._tokens_jit import row_lengths
-
-            doc_len = row_lengths(rows, n_docs)
-        else:
-            doc_len = np.bincount(rows, minlength=n_docs).astype(np.float64)
+        indptr, doc_rows, tf = _merge_postings(gid.astype(np.int64), block_start, block_len,
+                                               all_rows, all_tf, n_vocab)
+        counts = np.zeros(n_docs, np.int64)
+        for p, first in self._parts:
+            counts[first:first + p.n_rows] = p.doc_len
+        doc_len = counts.astype(np.float64)
         avg = float(doc_len.mean()) if n_docs else 0.0
         avg = avg if avg > 0 else 1.0
         if doc_rows.shape[0] >= JIT_MIN_POSTINGS:
@@ -174,7 +207,7 @@ class Bm25Builder:
         # The raw statistics too, so a store with deltas can merge its layers' BM25 at query
         # time (retrieval.bm25_layers) without re-tokenizing them.
         save_npy(out / RAW_FILES["tf"], np.asarray(tf, np.int32))
-        save_npy(out / RAW_FILES["doc_len"], doc_len.astype(np.int32))
+        save_npy(out / RAW_FILES["doc_len"], counts.astype(np.int32))
         (out / FILES["params"]).write_text(
             json.dumps({**PARAMS, "num_docs": n_docs, "version": "arrowdedup"}, indent=4),
             encoding="utf-8")
