@@ -409,20 +409,20 @@ def row_lengths(rows: np.ndarray, n_rows: int) -> np.ndarray:
 
 @numba.njit(nogil=True, cache=True)
 def merge_postings(gid: np.ndarray, block_start: np.ndarray, block_len: np.ndarray,
-                   rows: np.ndarray, tf: np.ndarray, n_vocab: int
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   rows: np.ndarray, tf: np.ndarray, n_vocab: int, out_rows: np.ndarray,
+                   out_tf: np.ndarray) -> np.ndarray:
     """Column-major postings of the merged vocabulary from the buckets' own: block ``b``
     (``block_len[b]`` postings from ``block_start[b]`` of ``rows`` and ``tf``) belongs to
-    token ``gid[b]``; the blocks, in store order, are copied end to end per token, so rows
-    stay ascending inside a token. A counting sort of blocks, not of postings."""
+    token ``gid[b]``; the blocks, in store order, are copied end to end per token into
+    ``out_rows`` and ``out_tf`` (the caller's, as for :func:`bm25_scores`), so rows stay
+    ascending inside a token. A counting sort of blocks, not of postings. Returns
+    ``indptr``."""
     indptr = np.zeros(n_vocab + 1, np.int64)
     for b in range(gid.shape[0]):
         indptr[gid[b] + 1] += block_len[b]
     for v in range(n_vocab):
         indptr[v + 1] += indptr[v]
     pos = indptr[:-1].copy()
-    out_rows = np.empty(rows.shape[0], np.int32)
-    out_tf = np.empty(rows.shape[0], np.int32)
     for b in range(gid.shape[0]):
         g = gid[b]
         s = block_start[b]
@@ -431,21 +431,23 @@ def merge_postings(gid: np.ndarray, block_start: np.ndarray, block_len: np.ndarr
             out_rows[d + k] = rows[s + k]
             out_tf[d + k] = tf[s + k]
         pos[g] = d + block_len[b]
-    return indptr, out_rows, out_tf
+    return indptr
 
 
 @numba.njit(nogil=True, cache=True)
 def bm25_scores(indptr: np.ndarray, doc_rows: np.ndarray, tf: np.ndarray,
-                doc_len: np.ndarray, avg: float, n_docs: int, k1: float, b: float
-                ) -> np.ndarray:
-    """The Lucene BM25 score of every posting, in float64 then float32 (as the NumPy path).
+                doc_len: np.ndarray, avg: float, n_docs: int, k1: float, b: float,
+                out: np.ndarray) -> None:
+    """The Lucene BM25 score of every posting into ``out`` (float32), in float64 then
+    float32 (as the NumPy path).
 
     The length norm of each document is computed once (the same expression per document,
-    so the same bits as per posting), then each column's scores in one pass."""
+    so the same bits as per posting), then each column's scores in one pass. The large
+    arrays are the caller's (NumPy's, which asks for huge pages: Numba's allocator does
+    not, and the page faults of fresh 4 KiB pages cost as much as the scoring here)."""
     norm = np.empty(doc_len.shape[0], np.float64)
     for d in range(doc_len.shape[0]):
         norm[d] = k1 * ((1.0 - b) + b * doc_len[d] / avg)
-    out = np.empty(doc_rows.shape[0], np.float32)
     for v in range(indptr.shape[0] - 1):
         lo, hi = indptr[v], indptr[v + 1]
         df = np.float64(hi - lo)
@@ -453,7 +455,6 @@ def bm25_scores(indptr: np.ndarray, doc_rows: np.ndarray, tf: np.ndarray,
         for j in range(lo, hi):
             t = np.float64(tf[j])
             out[j] = idf * np.float32(t / (norm[doc_rows[j]] + t))
-    return out
 
 
 _STOP: np.ndarray | None = None

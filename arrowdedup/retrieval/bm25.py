@@ -110,8 +110,10 @@ def _merge_postings(gid: np.ndarray, block_start: np.ndarray, block_len: np.ndar
     if rows.shape[0] >= JIT_MIN_POSTINGS:
         from ._tokens_jit import merge_postings
 
-        merged = merge_postings(gid, block_start, block_len, rows, tf, n_vocab)
-        return merged  # type: ignore[no-any-return]
+        out_rows = np.empty(rows.shape[0], np.int32)
+        out_tf = np.empty(rows.shape[0], np.int32)
+        indptr = merge_postings(gid, block_start, block_len, rows, tf, n_vocab, out_rows, out_tf)
+        return indptr, out_rows, out_tf
     indptr = np.zeros(n_vocab + 1, np.int64)
     np.cumsum(np.bincount(gid, weights=block_len, minlength=n_vocab).astype(np.int64),
               out=indptr[1:])
@@ -186,7 +188,8 @@ class Bm25Builder:
         if doc_rows.shape[0] >= JIT_MIN_POSTINGS:
             from ._tokens_jit import bm25_scores
 
-            data = bm25_scores(indptr, doc_rows, tf, doc_len, avg, n_docs, K1, B)
+            data = np.empty(doc_rows.shape[0], np.float32)
+            bm25_scores(indptr, doc_rows, tf, doc_len, avg, n_docs, K1, B, data)
         else:
             df = np.diff(indptr).astype(np.float64)
             idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
