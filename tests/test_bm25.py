@@ -217,3 +217,15 @@ def test_numba_and_numpy_builds_write_identical_files(tmp_path: Path, monkeypatc
     large = _build(texts, tmp_path / "numba", splits=(10, 900))
     for name in sorted(p.name for p in small.iterdir()):
         assert (small / name).read_bytes() == (large / name).read_bytes(), name
+
+
+def test_term_frequencies_are_written_in_the_narrowest_dtype() -> None:
+    """uint8, then uint16, then int32: the values never change, only their width."""
+    from arrowdedup.retrieval.bm25 import narrow_counts
+
+    for top, dtype in ((255, np.uint8), (256, np.uint16), (65_535, np.uint16),
+                       (65_536, np.int32)):
+        values = np.array([1, 7, top], dtype=np.int32)
+        got = narrow_counts(values)
+        assert got.dtype == dtype and got.tolist() == values.tolist()
+    assert narrow_counts(np.zeros(0, np.int32)).dtype == np.uint8

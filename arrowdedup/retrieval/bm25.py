@@ -209,12 +209,23 @@ class Bm25Builder:
             encoding="utf-8")
         # The raw statistics too, so a store with deltas can merge its layers' BM25 at query
         # time (retrieval.bm25_layers) without re-tokenizing them.
-        save_npy(out / RAW_FILES["tf"], np.asarray(tf, np.int32))
+        save_npy(out / RAW_FILES["tf"], narrow_counts(tf))
         save_npy(out / RAW_FILES["doc_len"], counts.astype(np.int32))
         (out / FILES["params"]).write_text(
             json.dumps({**PARAMS, "num_docs": n_docs, "version": "arrowdedup"}, indent=4),
             encoding="utf-8")
         return out
+
+
+def narrow_counts(values: np.ndarray) -> np.ndarray:
+    """Non-negative counts in the narrowest of uint8, uint16 and int32 that holds them
+    (term frequencies are almost all small: a quarter of the bytes to write at 1M; readers
+    take any integer dtype)."""
+    top = int(values.max()) if values.size else 0
+    for dtype in (np.uint8, np.uint16):
+        if top <= np.iinfo(dtype).max:
+            return values.astype(dtype)
+    return np.asarray(values, np.int32)
 
 
 def build_bm25_index(version_dir: Path, kept: pl.DataFrame) -> None:
