@@ -408,30 +408,20 @@ def row_lengths(rows: np.ndarray, n_rows: int) -> np.ndarray:
 
 
 @numba.njit(nogil=True, cache=True)
-def merge_postings(gid: np.ndarray, block_start: np.ndarray, block_len: np.ndarray,
-                   rows: np.ndarray, tf: np.ndarray, n_vocab: int, out_rows: np.ndarray,
-                   out_tf: np.ndarray) -> np.ndarray:
-    """Column-major postings of the merged vocabulary from the buckets' own: block ``b``
-    (``block_len[b]`` postings from ``block_start[b]`` of ``rows`` and ``tf``) belongs to
-    token ``gid[b]``; the blocks, in store order, are copied end to end per token into
-    ``out_rows`` and ``out_tf`` (the caller's, as for :func:`bm25_scores`), so rows stay
-    ascending inside a token. A counting sort of blocks, not of postings. Returns
-    ``indptr``."""
-    indptr = np.zeros(n_vocab + 1, np.int64)
-    for b in range(gid.shape[0]):
-        indptr[gid[b] + 1] += block_len[b]
-    for v in range(n_vocab):
-        indptr[v + 1] += indptr[v]
-    pos = indptr[:-1].copy()
-    for b in range(gid.shape[0]):
-        g = gid[b]
-        s = block_start[b]
+def place_postings(gid: np.ndarray, indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray,
+                   first: int, pos: np.ndarray, out_rows: np.ndarray, out_tf: np.ndarray
+                   ) -> None:
+    """Copy one bucket's postings into the merged ones: the block of its token ``t`` (rows
+    moved by ``first``, the store row of the bucket's row 0) goes to ``pos[gid[t]]``, which
+    advances past it."""
+    for t in range(gid.shape[0]):
+        g = gid[t]
         d = pos[g]
-        for k in range(block_len[b]):
-            out_rows[d + k] = rows[s + k]
-            out_tf[d + k] = tf[s + k]
-        pos[g] = d + block_len[b]
-    return indptr
+        for k in range(indptr[t], indptr[t + 1]):
+            out_rows[d] = rows[k] + first
+            out_tf[d] = tf[k]
+            d += 1
+        pos[g] = d
 
 
 @numba.njit(nogil=True, cache=True)

@@ -102,25 +102,34 @@ def _postings(ids: np.ndarray, rows: np.ndarray, n_vocab: int
     return indptr, (uniq % width).astype(np.int32), counts.astype(np.int32)
 
 
-def _merge_postings(gid: np.ndarray, block_start: np.ndarray, block_len: np.ndarray,
-                    rows: np.ndarray, tf: np.ndarray, n_vocab: int
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The postings of every token of the merged vocabulary: its blocks (one per bucket
-    that has it, ``gid`` its id, in store order) end to end."""
-    if rows.shape[0] >= JIT_MIN_POSTINGS:
-        from ._tokens_jit import merge_postings
-
-        out_rows = np.empty(rows.shape[0], np.int32)
-        out_tf = np.empty(rows.shape[0], np.int32)
-        indptr = merge_postings(gid, block_start, block_len, rows, tf, n_vocab, out_rows, out_tf)
-        return indptr, out_rows, out_tf
+def _merge_postings(parts: list[tuple[BucketTokens, int]], gids: list[np.ndarray],
+                    n_vocab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The postings of every token of the merged vocabulary, from the buckets' own (each
+    with the store row of its row 0, and the merged id of each of its tokens): per token,
+    its block of postings from every bucket that has it, in store order, so rows stay
+    ascending inside a token. Blocks are placed, not postings sorted."""
     indptr = np.zeros(n_vocab + 1, np.int64)
-    np.cumsum(np.bincount(gid, weights=block_len, minlength=n_vocab).astype(np.int64),
-              out=indptr[1:])
-    order = np.argsort(gid, kind="stable")  # store order inside a token
-    starts, lens = block_start[order], block_len[order]
-    take = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
-    return indptr, rows[take], tf[take]
+    for (part, _), gid in zip(parts, gids, strict=True):
+        indptr[gid + 1] += np.diff(part.indptr)  # a bucket names each merged id once
+    np.cumsum(indptr, out=indptr)
+    pos = indptr[:-1].copy()
+    total = int(indptr[-1])
+    # Allocated by NumPy (huge pages on large arrays; Numba's allocator faults 4 KiB pages).
+    out_rows = np.empty(total, np.int32)
+    out_tf = np.empty(total, np.int32)
+    for (part, first), gid in zip(parts, gids, strict=True):
+        if total >= JIT_MIN_POSTINGS:
+            from ._tokens_jit import place_postings
+
+            place_postings(gid, part.indptr, part.doc_rows, part.tf, first, pos, out_rows,
+                           out_tf)
+            continue
+        lens = np.diff(part.indptr)
+        dest = np.repeat(pos[gid] - part.indptr[:-1], lens) + np.arange(part.doc_rows.shape[0])
+        out_rows[dest] = part.doc_rows + np.int32(first)
+        out_tf[dest] = part.tf
+        pos[gid] += lens
+    return indptr, out_rows, out_tf
 
 
 class Bm25Builder:
@@ -169,16 +178,9 @@ class Bm25Builder:
         mapped = local.join(pl.DataFrame({"tok": vocab, "gid": pl.int_range(
             0, vocab.len(), eager=True, dtype=pl.Int32)}), on="tok", how="left")
         gid = mapped.sort("part", "local").get_column("gid").to_numpy()
-        # Every (bucket, token) pair is a block of postings; the buckets' rows are moved
-        # to store rows on the way.
-        base = np.cumsum([0] + [p.doc_rows.shape[0] for p in parts])
-        block_start = np.concatenate([p.indptr[:-1] + base[i] for i, p in enumerate(parts)])
-        block_len = np.concatenate([np.diff(p.indptr) for p in parts])
-        all_rows = np.concatenate([p.doc_rows + np.int32(first) for p, first in self._parts])
-        all_tf = np.concatenate([p.tf for p in parts])
         n_vocab = vocab.len()
-        indptr, doc_rows, tf = _merge_postings(gid.astype(np.int64), block_start, block_len,
-                                               all_rows, all_tf, n_vocab)
+        gids = np.split(gid.astype(np.int64), np.cumsum([len(p.vocab) for p in parts])[:-1])
+        indptr, doc_rows, tf = _merge_postings(self._parts, gids, n_vocab)
         counts = np.zeros(n_docs, np.int64)
         for p, first in self._parts:
             counts[first:first + p.n_rows] = p.doc_len
