@@ -685,7 +685,7 @@ def process_bucket(
 ) -> tuple[BucketOutput, BucketSummary] | None:
     """Ingest and encode one bucket (the unit of work of both engines); ``None`` when empty
     (unless ``force``, which ingests an empty table)."""
-    from .ingest import ingest
+    from .ingest import ingest, numba_threads
     from .vectors import input_row_numbers, input_rows
 
     with scratch.scratch_pool(cache.pool if cache is not None else None):
@@ -698,8 +698,11 @@ def process_bucket(
             table = source.empty()
         with input_rows(source.total_rows), input_row_numbers(numbers):
             result = ingest(table, job.config, threads=job.threads, scorer=job.scorer)
-        out = encode_bucket(bucket, result.kept, result.decisions, result.documents,
-                            result.embedding_dim, job.indexes)
+        # The index builders' parallel passes (BM25's lower-casing) keep to the job's
+        # threads too: one thread means one thread.
+        with numba_threads(job.threads):
+            out = encode_bucket(bucket, result.kept, result.decisions, result.documents,
+                                result.embedding_dim, job.indexes)
     # Each document's input fingerprint, for a later `--update` (store.fingerprint).
     start = time.perf_counter()
     out.files.append(fingerprint_file(bucket, table))
@@ -1182,7 +1185,10 @@ def ingest_to_store(
                 assert done is not None
                 writer.add(done[0])
                 documents.append(done[1].documents)
-        with progress.spinner("writing the store", quiet=quiet):
+        from .ingest import numba_threads
+
+        # The index builders' finish runs parallel passes: kept to the job's threads.
+        with progress.spinner("writing the store", quiet=quiet), numba_threads(threads):
             writer.commit(documents=pl.concat(documents, how="vertical_relaxed"),
                           timings=_timings({**timings, **sums}))
     timings.update(sums)

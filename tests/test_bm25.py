@@ -102,6 +102,17 @@ def test_numba_scanner_with_many_distinct_tokens_of_every_length() -> None:
     assert jit_tokens(texts) == [tokens_of(t) for t in lowered]
 
 
+def test_numba_scanner_over_rows_longer_than_its_chunk() -> None:
+    """The scanner cuts a bucket into chunks of ``SPAN_CHUNK_BYTES`` (at least one row): rows
+    several chunks long, between short ones and at either end, tokenize as in Python."""
+    long_row = " ".join(f"Tok{i % 977} v3.{i % 9} --f-{i % 13}" for i in range(2_500))
+    assert len(long_row.encode()) > 3 * jit.SPAN_CHUNK_BYTES
+    short = [f"row {i} config.yaml x_{i}" for i in range(400)]
+    texts = [long_row, *short[:200], long_row + " tail", *short[200:], "", long_row]
+    lowered = lowercase(pl.Series(texts, dtype=pl.String)).to_list()
+    assert jit_tokens(texts) == [tokens_of(t) for t in lowered]
+
+
 def _build(texts: list[str], tmp: Path, splits: tuple[int, ...] = ()) -> Path:
     builder = Bm25Builder()
     bounds = [0, *splits, len(texts)]
@@ -217,6 +228,31 @@ def test_numba_and_numpy_builds_write_identical_files(tmp_path: Path, monkeypatc
     large = _build(texts, tmp_path / "numba", splits=(10, 900))
     for name in sorted(p.name for p in small.iterdir()):
         assert (small / name).read_bytes() == (large / name).read_bytes(), name
+
+
+def test_index_files_do_not_depend_on_the_thread_count(tmp_path: Path, monkeypatch) -> None:
+    """The merge places buckets on parallel threads and the scores are computed in parallel
+    blocks of ``SCORE_BLOCK`` postings: one Numba thread and two write the same bytes, over
+    more postings than a block and a term frequency too large for uint16 (the int32 counts
+    are kept apart from the scores written over them)."""
+    from arrowdedup._numba import numba
+    from arrowdedup.ingest import numba_threads
+
+    monkeypatch.setattr(bm25_module, "JIT_MIN_TEXTS", 1)
+    monkeypatch.setattr(bm25_module, "JIT_MIN_POSTINGS", 1)
+    texts = [*corpus(30_000, seed=11), " ".join(["burst"] * 70_000), "burst once"]
+    built = {}
+    for threads in (1, min(2, int(numba.config.NUMBA_NUM_THREADS))):
+        with numba_threads(threads):
+            built[threads] = _build(texts, tmp_path / f"t{threads}", splits=(3_000, 20_000))
+    one, many = built.values()
+    assert np.load(one / "data.csc.index.npy").shape[0] > jit.SCORE_BLOCK
+    tf = np.load(one / "tf.csc.index.npy")
+    assert tf.dtype == np.int32 and tf.max() == 70_000
+    for name in sorted(p.name for p in one.iterdir()):
+        assert (one / name).read_bytes() == (many / name).read_bytes(), name
+    np.testing.assert_array_equal(Bm25Index(one).scores("burst gamma"),
+                                  _reference_scores(texts, "burst gamma"))
 
 
 def test_term_frequencies_are_written_in_the_narrowest_dtype() -> None:

@@ -159,13 +159,13 @@ def _grow(slots: np.ndarray, first: np.ndarray, m: int, need: int
 
 
 @numba.njit(nogil=True, cache=True)
-def _spans(offsets: np.ndarray, data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-           span_rows: np.ndarray) -> int:
-    """The byte span and row of every token occurrence, in text order: each token, then,
-    for a compound one (a dash prefix, a joiner or an ``_``), its parts and its ``v``
-    variant. Returns the occurrence count."""
+def _spans(offsets: np.ndarray, data: np.ndarray, r0: int, r1: int, starts: np.ndarray,
+           ends: np.ndarray, span_rows: np.ndarray) -> int:
+    """The byte span and row of every token occurrence of rows ``r0`` to ``r1``, in text
+    order: each token, then, for a compound one (a dash prefix, a joiner or an ``_``), its
+    parts and its ``v`` variant. Returns the occurrence count."""
     n = 0
-    for r in range(offsets.shape[0] - 1):
+    for r in range(r0, r1):
         i = offsets[r]
         end = offsets[r + 1]
         while i < end:
@@ -320,29 +320,50 @@ def _intern(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, span_rows: n
     return n_spans, k, ne, m
 
 
+# Rows are tokenized this many bytes at a time (at least one row), each chunk's spans
+# interned before the next chunk is cut: the spans of a chunk (at most one per byte) stay in
+# L1/L2 and are rewritten in place, instead of 20 bytes per occurrence of the whole bucket
+# going out to fresh memory and back.
+SPAN_CHUNK_BYTES = 8192
+
+
 @numba.njit(nogil=True, cache=True)
 def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, ids: np.ndarray,
           rows: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     """Tokenize every row; fills ``ids`` and ``rows`` (one entry per token occurrence) and
     returns the occurrence count and the first byte span (start, end) of each id.
 
-    Two passes, the spans of all occurrences, then their ids: one loop doing both ran 3x
-    slower (measured). A text of b bytes has at most b occurrences."""
-    cap_spans = data.shape[0] + 1
+    Two passes per chunk of rows, the spans of its occurrences, then their ids: one loop
+    doing both ran 3x slower (measured). A text of b bytes has at most b occurrences."""
+    n_rows = offsets.shape[0] - 1
+    cap_spans = SPAN_CHUNK_BYTES + 1
     starts = np.empty(cap_spans, np.int64)
     ends = np.empty(cap_spans, np.int64)
     span_rows = np.empty(cap_spans, np.int32)
-    n_spans = _spans(offsets, data, starts, ends, span_rows)
     cap = 1 << 12
     slots = np.zeros((cap, 4), np.uint64)
     first = np.empty((cap // 2, 2), np.int64)
-    j, k, ne, m = 0, 0, 0, 0
-    while True:
-        j, k, ne, m = _intern(data, starts, ends, span_rows, n_spans, stop, ids, rows, slots,
-                              first, j, k, ne, m)
-        if j >= n_spans:
-            break
-        slots, first = _grow(slots, first, m, ne + 1)
+    k, ne, m = 0, 0, 0
+    r0 = 0
+    while r0 < n_rows:
+        r1 = r0 + 1
+        while r1 < n_rows and offsets[r1 + 1] - offsets[r0] <= SPAN_CHUNK_BYTES:
+            r1 += 1
+        need = offsets[r1] - offsets[r0] + 1
+        if need > cap_spans:  # one row longer than a chunk
+            cap_spans = need
+            starts = np.empty(cap_spans, np.int64)
+            ends = np.empty(cap_spans, np.int64)
+            span_rows = np.empty(cap_spans, np.int32)
+        n_spans = _spans(offsets, data, r0, r1, starts, ends, span_rows)
+        j = 0
+        while True:
+            j, k, ne, m = _intern(data, starts, ends, span_rows, n_spans, stop, ids, rows,
+                                  slots, first, j, k, ne, m)
+            if j >= n_spans:
+                break
+            slots, first = _grow(slots, first, m, ne + 1)
+        r0 = r1
     return k, first[:m, 0].copy(), first[:m, 1].copy()
 
 
@@ -408,43 +429,54 @@ def row_lengths(rows: np.ndarray, n_rows: int) -> np.ndarray:
 
 
 @numba.njit(nogil=True, cache=True)
-def place_postings(gid: np.ndarray, indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray,
-                   first: int, pos: np.ndarray, out_rows: np.ndarray, out_tf: np.ndarray
-                   ) -> None:
+def place_postings(at: np.ndarray, indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray,
+                   first: int, out_rows: np.ndarray, out_tf: np.ndarray) -> None:
     """Copy one bucket's postings into the merged ones: the block of its token ``t`` (rows
-    moved by ``first``, the store row of the bucket's row 0) goes to ``pos[gid[t]]``, which
-    advances past it."""
-    for t in range(gid.shape[0]):
-        g = gid[t]
-        d = pos[g]
+    moved by ``first``, the store row of the bucket's row 0) goes to ``at[t]``."""
+    for t in range(at.shape[0]):
+        d = at[t]
         for k in range(indptr[t], indptr[t + 1]):
             out_rows[d] = rows[k] + first
             out_tf[d] = tf[k]
             d += 1
-        pos[g] = d
 
 
-@numba.njit(nogil=True, cache=True)
+# Postings are scored in blocks of this many, the blocks spread over Numba's threads.
+SCORE_BLOCK = 1 << 16
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
 def bm25_scores(indptr: np.ndarray, doc_rows: np.ndarray, tf: np.ndarray,
                 doc_len: np.ndarray, avg: float, n_docs: int, k1: float, b: float,
                 out: np.ndarray) -> None:
     """The Lucene BM25 score of every posting into ``out`` (float32), in float64 then
-    float32 (as the NumPy path).
+    float32 (as the NumPy path). ``out`` may be ``tf``'s own buffer viewed as float32: each
+    posting's term frequency is read before its score is written over it.
 
-    The length norm of each document is computed once (the same expression per document,
-    so the same bits as per posting), then each column's scores in one pass. The large
-    arrays are the caller's (NumPy's, which asks for huge pages: Numba's allocator does
-    not, and the page faults of fresh 4 KiB pages cost as much as the scoring here)."""
+    The length norm of each document and the idf of each token are computed once (the same
+    expressions, so the same bits as per posting), then the postings in blocks of
+    ``SCORE_BLOCK`` on Numba's threads, each block starting at the token that holds its
+    first posting: every score is computed alone, so the bits do not depend on the thread
+    count."""
+    n_vocab = indptr.shape[0] - 1
     norm = np.empty(doc_len.shape[0], np.float64)
     for d in range(doc_len.shape[0]):
         norm[d] = k1 * ((1.0 - b) + b * doc_len[d] / avg)
-    for v in range(indptr.shape[0] - 1):
-        lo, hi = indptr[v], indptr[v + 1]
-        df = np.float64(hi - lo)
-        idf = np.float32(np.log1p((n_docs - df + 0.5) / (df + 0.5)))
+    idf = np.empty(n_vocab, np.float32)
+    for v in range(n_vocab):
+        df = np.float64(indptr[v + 1] - indptr[v])
+        idf[v] = np.float32(np.log1p((n_docs - df + 0.5) / (df + 0.5)))
+    total = indptr[n_vocab]
+    n_blocks = (total + SCORE_BLOCK - 1) // SCORE_BLOCK
+    for blk in numba.prange(n_blocks):
+        lo = blk * SCORE_BLOCK
+        hi = min(lo + SCORE_BLOCK, total)
+        v = np.searchsorted(indptr, lo, side="right") - 1
         for j in range(lo, hi):
+            while j >= indptr[v + 1]:
+                v += 1
             t = np.float64(tf[j])
-            out[j] = idf * np.float32(t / (norm[doc_rows[j]] + t))
+            out[j] = idf[v] * np.float32(t / (norm[doc_rows[j]] + t))
 
 
 _STOP: np.ndarray | None = None
@@ -530,7 +562,9 @@ def scan(lowered: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, p
     ids = np.empty(cap, np.int32)
     rows = np.empty(cap, np.int32)
     n, first_s, first_e = _scan(offsets, data, stop_hashes(), ids, rows)
-    return ids[:n].copy(), rows[:n].copy(), spans_to_strings(data, first_s, first_e)
+    # Views, not trimmed copies: the pages past ``n`` were never touched (no memory), and
+    # the bucket's postings are laid out from these and then dropped.
+    return ids[:n], rows[:n], spans_to_strings(data, first_s, first_e)
 
 
 def spans_to_strings(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:

@@ -107,29 +107,54 @@ def _merge_postings(parts: list[tuple[BucketTokens, int]], gids: list[np.ndarray
     """The postings of every token of the merged vocabulary, from the buckets' own (each
     with the store row of its row 0, and the merged id of each of its tokens): per token,
     its block of postings from every bucket that has it, in store order, so rows stay
-    ascending inside a token. Blocks are placed, not postings sorted."""
+    ascending inside a token. Blocks are placed, not postings sorted; each bucket's
+    destinations are known before any is placed, so large merges place the buckets on
+    Numba's thread count of Python threads (the kernel releases the GIL)."""
     indptr = np.zeros(n_vocab + 1, np.int64)
     for (part, _), gid in zip(parts, gids, strict=True):
         indptr[gid + 1] += np.diff(part.indptr)  # a bucket names each merged id once
     np.cumsum(indptr, out=indptr)
-    pos = indptr[:-1].copy()
     total = int(indptr[-1])
+    # Where each bucket's block of each of its tokens starts: after the earlier buckets'.
+    pos = indptr[:-1].copy()
+    starts = []
+    for (part, _), gid in zip(parts, gids, strict=True):
+        starts.append(pos[gid])
+        pos[gid] += np.diff(part.indptr)
     # Allocated by NumPy (huge pages on large arrays; Numba's allocator faults 4 KiB pages).
     out_rows = np.empty(total, np.int32)
     out_tf = np.empty(total, np.int32)
-    for (part, first), gid in zip(parts, gids, strict=True):
-        if total >= JIT_MIN_POSTINGS:
-            from ._tokens_jit import place_postings
+    if total >= JIT_MIN_POSTINGS:
+        from concurrent.futures import ThreadPoolExecutor
 
-            place_postings(gid, part.indptr, part.doc_rows, part.tf, first, pos, out_rows,
-                           out_tf)
-            continue
+        from ._tokens_jit import place_postings
+
+        def place(i: int) -> None:
+            (part, first), at = parts[i], starts[i]
+            place_postings(at, part.indptr, part.doc_rows, part.tf, first, out_rows, out_tf)
+
+        workers = min(len(parts), _threads())
+        if workers > 1:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(place, range(len(parts))))
+        else:
+            for i in range(len(parts)):
+                place(i)
+        return indptr, out_rows, out_tf
+    for (part, first), at in zip(parts, starts, strict=True):
         lens = np.diff(part.indptr)
-        dest = np.repeat(pos[gid] - part.indptr[:-1], lens) + np.arange(part.doc_rows.shape[0])
+        dest = np.repeat(at - part.indptr[:-1], lens) + np.arange(part.doc_rows.shape[0])
         out_rows[dest] = part.doc_rows + np.int32(first)
         out_tf[dest] = part.tf
-        pos[gid] += lens
     return indptr, out_rows, out_tf
+
+
+def _threads() -> int:
+    """Numba's thread count for the calling thread (a job with ``threads=1`` sets one):
+    what the large merges also spread their Python threads over."""
+    from .._numba import numba
+
+    return int(numba.get_num_threads())
 
 
 class Bm25Builder:
@@ -187,10 +212,15 @@ class Bm25Builder:
         doc_len = counts.astype(np.float64)
         avg = float(doc_len.mean()) if n_docs else 0.0
         avg = avg if avg > 0 else 1.0
+        tf_narrow = narrow_counts(tf)
+        if np.shares_memory(tf_narrow, tf):  # int32 already: kept apart from the scores
+            tf_narrow = tf_narrow.copy()
         if doc_rows.shape[0] >= JIT_MIN_POSTINGS:
             from ._tokens_jit import bm25_scores
 
-            data = np.empty(doc_rows.shape[0], np.float32)
+            # The scores overwrite the int32 term frequencies (kept narrowed above): no
+            # fresh 24 MB at 1M to fault in.
+            data = tf.view(np.float32)
             bm25_scores(indptr, doc_rows, tf, doc_len, avg, n_docs, K1, B, data)
         else:
             df = np.diff(indptr).astype(np.float64)
@@ -201,17 +231,27 @@ class Bm25Builder:
             data = np.repeat(idf, np.diff(indptr)) * tfc
         out = Path(version_dir) / BM25_DIR
         out.mkdir(parents=True, exist_ok=True)
-        # np.asarray: no copy when the dtype already matches (the usual case).
-        save_npy(out / FILES["data"], np.asarray(data, np.float32))
-        save_npy(out / FILES["indices"], np.asarray(doc_rows, np.int32))
-        save_npy(out / FILES["indptr"], np.asarray(indptr, np.int64))
+        # np.asarray: no copy when the dtype already matches (the usual case). The two large
+        # files are written side by side when Numba may use more than one thread (a write
+        # releases the GIL): 24 MB each at 1M.
+        arrays = [(out / FILES["data"], np.asarray(data, np.float32)),
+                  (out / FILES["indices"], np.asarray(doc_rows, np.int32)),
+                  (out / FILES["indptr"], np.asarray(indptr, np.int64))]
+        if doc_rows.shape[0] >= JIT_MIN_POSTINGS and _threads() > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                list(pool.map(lambda item: save_npy(*item), arrays))
+        else:
+            for path, array in arrays:
+                save_npy(path, array)
         words = vocab.to_list()
         (out / FILES["vocab"]).write_text(
             json.dumps(dict(zip(words, range(n_vocab), strict=True)), ensure_ascii=False),
             encoding="utf-8")
         # The raw statistics too, so a store with deltas can merge its layers' BM25 at query
         # time (retrieval.bm25_layers) without re-tokenizing them.
-        save_npy(out / RAW_FILES["tf"], narrow_counts(tf))
+        save_npy(out / RAW_FILES["tf"], tf_narrow)
         save_npy(out / RAW_FILES["doc_len"], counts.astype(np.int32))
         (out / FILES["params"]).write_text(
             json.dumps({**PARAMS, "num_docs": n_docs, "version": "arrowdedup"}, indent=4),
