@@ -471,7 +471,7 @@ def bm25_scores(indptr: np.ndarray, doc_rows: np.ndarray, tf: np.ndarray,
     for blk in numba.prange(n_blocks):
         lo = blk * SCORE_BLOCK
         hi = min(lo + SCORE_BLOCK, total)
-        v = np.searchsorted(indptr, lo, side="right") - 1
+        v = int(np.searchsorted(indptr, lo, side="right")) - 1
         for j in range(lo, hi):
             while j >= indptr[v + 1]:
                 v += 1

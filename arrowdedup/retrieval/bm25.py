@@ -234,9 +234,10 @@ class Bm25Builder:
         # np.asarray: no copy when the dtype already matches (the usual case). The two large
         # files are written side by side when Numba may use more than one thread (a write
         # releases the GIL): 24 MB each at 1M.
-        arrays = [(out / FILES["data"], np.asarray(data, np.float32)),
-                  (out / FILES["indices"], np.asarray(doc_rows, np.int32)),
-                  (out / FILES["indptr"], np.asarray(indptr, np.int64))]
+        arrays: list[tuple[Path, np.ndarray]] = [
+            (out / FILES["data"], np.asarray(data, np.float32)),
+            (out / FILES["indices"], np.asarray(doc_rows, np.int32)),
+            (out / FILES["indptr"], np.asarray(indptr, np.int64))]
         if doc_rows.shape[0] >= JIT_MIN_POSTINGS and _threads() > 1:
             from concurrent.futures import ThreadPoolExecutor
 
