@@ -654,9 +654,9 @@ def headline(result: dict[str, Any]) -> list[str]:
         + (f"{f['bm25_build_share_of_file_to_store']:.0%} of the job timed by itself"
            + (f" (the larger of default threads {f['bm25_build_share_default_threads']:.0%} "
               f"and one thread {f['bm25_build_share_1_thread']:.0%}, each over the job with "
-              "the same threads"
+              "the same threads; "
               if f.get("bm25_build_share_1_thread") is not None else " (")
-           + f"; the job against the same job without it: "
+           + f"the job against the same job without it: "
            f"{f['bm25_share_of_file_to_store']:.0%})"
            if f.get("bm25_build_share_of_file_to_store") is not None else
            f"{f['bm25_share_of_file_to_store']:.0%} of the job"
