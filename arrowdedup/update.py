@@ -273,7 +273,7 @@ def update_store(
     """Bring ``inputs`` into the store as one delta version (see the module); ``config``
     defaults to the store's own. Refuses (naming ``--replace``) a store written before
     deltas, and a config, embedder or extraction options other than the store's."""
-    from .ingest import ingest
+    from .ingest import ingest, numba_threads
     from .vectors import input_rows
 
     start = time.perf_counter()
@@ -305,7 +305,10 @@ def update_store(
         return _result(current, timings, cfg, plan_update(
             current, fps, delete_missing=delete_missing, present=present), start, dry_run=True)
     current.close()
-    with DeltaWriter(current.root, keep_versions=keep_versions) as writer:
+    # The delta's BM25 build (parallel lower-casing, scoring and merge) keeps to `threads`
+    # as the ingest does: one thread means one thread.
+    with (numba_threads(threads),
+          DeltaWriter(current.root, keep_versions=keep_versions) as writer):
         parent = writer.parent
         assert parent is not None
         plan = plan_update(parent, fps, delete_missing=delete_missing, present=present)
