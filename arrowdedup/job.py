@@ -1154,6 +1154,7 @@ def ingest_to_store(
     budget = memory_budget if engine == "local" else 0  # Ray tasks read files
     sums: dict[str, float] = {}
     with writer, contextlib.ExitStack() as stack:
+        stack.enter_context(scratch.small_pages())  # see scratch.small_pages: faster here
         # Reading (and partitioning) files can take a while; in-memory tables are instant.
         with progress.spinner("reading the segments", quiet=quiet or not paths):
             src = stack.enter_context(bucket_source(inputs, buckets, store_root, budget,

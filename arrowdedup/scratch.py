@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["ScratchPool", "empty", "scratch_pool"]
+__all__ = ["ScratchPool", "empty", "scratch_pool", "small_pages"]
 
 # A buffer is allocated with this much room above the request, so a later bucket a little
 # larger than the first ones still fits in it.
@@ -99,3 +99,43 @@ def empty(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
     if pool is None:
         return np.empty(shape, dtype=dtype)
     return pool.empty(shape, dtype)
+
+
+# NumPy asks the kernel for transparent huge pages on every large allocation (madvise), so
+# each first write to such an array zeroes 2 MB at once. On these virtual machines, which
+# hand freed memory back to the host, a fresh huge page costs about 4.5x its 4 KiB pages:
+# touching 1 GB took 2.7 s as huge pages and 0.6 s as small ones, and a job's buffers are
+# written once and read once, so it gains nothing from the larger TLB reach. Measured at
+# 1M segments: 3.48 s against 4.08 s (medians of 4 fresh runs, alternating; system time
+# 2.5 against 3.1 s). Counted, because jobs may overlap in one process and the flag is
+# NumPy's, for the whole process.
+_SMALL_PAGES_LOCK = threading.Lock()
+_SMALL_PAGES_DEPTH = 0
+_SMALL_PAGES_SAVED = True
+
+
+def _set_madvise_hugepage(enabled: bool) -> bool:
+    """Set NumPy's huge-page advice; the previous setting (True where NumPy has no switch)."""
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage as switch
+    except ImportError:  # not every NumPy has the switch: nothing to change
+        return True
+    return bool(switch(enabled))
+
+
+@contextlib.contextmanager
+def small_pages() -> Iterator[None]:
+    """Within the block (a job's run), NumPy's large arrays are not advised as huge pages;
+    the setting the process had is restored when the last such block ends."""
+    global _SMALL_PAGES_DEPTH, _SMALL_PAGES_SAVED
+    with _SMALL_PAGES_LOCK:
+        if _SMALL_PAGES_DEPTH == 0:
+            _SMALL_PAGES_SAVED = _set_madvise_hugepage(False)
+        _SMALL_PAGES_DEPTH += 1
+    try:
+        yield
+    finally:
+        with _SMALL_PAGES_LOCK:
+            _SMALL_PAGES_DEPTH -= 1
+            if _SMALL_PAGES_DEPTH == 0:
+                _set_madvise_hugepage(_SMALL_PAGES_SAVED)

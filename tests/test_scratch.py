@@ -65,3 +65,42 @@ def test_a_job_reusing_its_buffers_writes_the_same_store(tmp_path: Path, monkeyp
     ingest_to_store(path, tmp_path / "pooled", buckets=4)
     assert pools and sum(p.reused for p in pools) > 0
     assert data_files(tmp_path / "pooled") == data_files(tmp_path / "fresh")
+
+
+def test_small_pages_switches_numpys_advice_off_and_restores_it(monkeypatch) -> None:
+    calls: list[bool] = []
+    state = {"huge": True}
+
+    def switch(enabled: bool) -> bool:
+        calls.append(enabled)
+        previous, state["huge"] = state["huge"], enabled
+        return previous
+
+    monkeypatch.setattr(scratch, "_set_madvise_hugepage", switch)
+    with scratch.small_pages():
+        assert state["huge"] is False
+        with scratch.small_pages():  # nested (two jobs in one process): switched once
+            assert state["huge"] is False
+        assert state["huge"] is False  # the outer block still runs
+    assert state["huge"] is True and calls == [False, True]
+    state["huge"] = False  # a process that had the advice off keeps it off
+    with scratch.small_pages():
+        pass
+    assert state["huge"] is False
+
+
+def test_the_job_runs_with_small_pages_and_leaves_the_setting_as_it_was(
+        tmp_path: Path, monkeypatch) -> None:
+    seen: list[bool] = []
+    real = scratch._set_madvise_hugepage
+
+    def spy(enabled: bool) -> bool:
+        seen.append(enabled)
+        return real(enabled)
+
+    monkeypatch.setattr(scratch, "_set_madvise_hugepage", spy)
+    before = real(True)
+    real(before)
+    ingest_to_store(corpus(docs=4, per_doc=5).to_arrow(), tmp_path / "store", buckets=2)
+    assert seen[0] is False and seen[-1] is before
+    assert real(before) is before  # restored: asking again returns the same setting
