@@ -116,9 +116,10 @@ _SMALL_PAGES_SAVED = True
 
 def _set_madvise_hugepage(enabled: bool) -> bool:
     """Set NumPy's huge-page advice; the previous setting (True where NumPy has no switch)."""
-    try:
-        from numpy._core.multiarray import _set_madvise_hugepage as switch
-    except ImportError:  # not every NumPy has the switch: nothing to change
+    from numpy._core import multiarray
+
+    switch = getattr(multiarray, "_set_madvise_hugepage", None)
+    if switch is None:  # not every NumPy has the switch: nothing to change
         return True
     return bool(switch(enabled))
 
