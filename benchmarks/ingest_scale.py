@@ -6,7 +6,9 @@ What is measured, every side the same way (median of ``REPEATS`` runs, min and m
   Parquet file, against an **I/O floor measured in the same run** on the same file: read it
   once (Arrow IPC: ``read_all`` of the memory-mapped file; Parquet: the faster of Polars and
   pyarrow with threads on, timed in the same run), gather the kept half, write it back as one
-  file, fsync.
+  file, fsync. Each floor runs twice, writing through the page cache and writing around it
+  with O_DIRECT (as the job writes its large files, measured faster on these VMs): the
+  job is judged against the faster of the two.
   Each run of each side is a fresh process (``python -m benchmarks.ingest_scale --side …``),
   started with the disk idle and its input in the page cache (both untimed),
   timed from the call (imports excluded; the JIT cache load counts in every run, since each
@@ -114,6 +116,16 @@ def spread(values: list[float]) -> dict[str, float]:
 # ----------------------------------------------------------------------------- worker sides
 
 
+def judged_floor(medians: dict[str, float], floor: str) -> str:
+    """The floor a job is judged against: the faster (by median) of the floor writing through
+    the page cache and the same floor writing with O_DIRECT, where both ran (results of
+    earlier commits have the first only)."""
+    direct = floor + "_direct"
+    if direct in medians and medians[direct] < medians[floor]:
+        return direct
+    return floor
+
+
 def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -140,9 +152,24 @@ def side_floor_ipc(spec: dict[str, Any]) -> dict[str, Any]:
         table = ipc.open_file(source).read_all()
         read_s = time.perf_counter() - start
         kept = table.filter(pa.array(_kept_mask(table.num_rows)))
-        feather.write_feather(kept, out, compression="uncompressed")
+        _write_kept(kept, out, spec.get("direct", False))
     _fsync(out)
     return {"seconds": time.perf_counter() - start, "read_s": read_s}
+
+
+def _write_kept(kept: Any, out: Path, direct: bool) -> None:
+    """The floor's write: an uncompressed Arrow IPC file, through the page cache or (the
+    job's own way for its large files) around it with O_DIRECT."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    if not direct:
+        feather.write_feather(kept, out, compression="uncompressed")
+        return
+    from arrowdedup.store.atomic import DirectFile
+
+    with DirectFile(out) as fh:
+        feather.write_feather(kept, pa.PythonFile(fh, mode="w"), compression="uncompressed")
 
 
 def side_floor_parquet(spec: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +190,7 @@ def side_floor_parquet(spec: dict[str, Any]) -> dict[str, Any]:
     # hand: writing it costs the same as writing Polars' frame).
     t0 = time.perf_counter()
     kept = table.filter(pa.array(_kept_mask(table.num_rows)))
-    feather.write_feather(kept, out, compression="uncompressed")
+    _write_kept(kept, out, spec.get("direct", False))
     _fsync(out)
     write_s = time.perf_counter() - t0
     return {"seconds": min(polars_s, pyarrow_s) + write_s, "polars_read_s": polars_s,
@@ -433,6 +460,9 @@ def run(quick: bool) -> dict[str, Any]:
         del corpus, tbl
         plan = {
             "floor_ipc": ("floor_ipc", {"ipc": str(ipc)}),
+            # The same floor writing around the page cache (O_DIRECT), as the job writes
+            # its large files: the faster of the two floors is the one judged.
+            "floor_ipc_direct": ("floor_ipc", {"ipc": str(ipc), "direct": True}),
             "store_ipc": ("store", {"input": str(ipc), "fact_guard": False}),
             "store_ipc_1_thread": ("store", {"input": str(ipc), "fact_guard": False,
                                              "threads": 1}),
@@ -445,6 +475,8 @@ def run(quick: bool) -> dict[str, Any]:
             "bm25_build_1_thread": ("bm25_build", {"store": str(tmp / "kept-store"),
                                                    "threads": 1}),
             "floor_parquet": ("floor_parquet", {"parquet": str(parquet)}),
+            "floor_parquet_direct": ("floor_parquet", {"parquet": str(parquet),
+                                                       "direct": True}),
             "store_parquet": ("store", {"input": str(parquet), "fact_guard": False}),
         }
         # Numba's on-disk cache is filled once by a small job in its own process, untimed:
@@ -467,8 +499,9 @@ def run(quick: bool) -> dict[str, Any]:
 def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
            sizes: dict[str, float], quick: bool) -> dict[str, Any]:
     med = {k: v["seconds"]["median"] for k, v in sides.items()}
-    ipc_ratio = med["store_ipc"] / med["floor_ipc"]
-    pq_ratio = med["store_parquet"] / med["floor_parquet"]
+    ipc_floor, pq_floor = judged_floor(med, "floor_ipc"), judged_floor(med, "floor_parquet")
+    ipc_ratio = med["store_ipc"] / med[ipc_floor]
+    pq_ratio = med["store_parquet"] / med[pq_floor]
     peak_gb = max(sides[k]["peak_rss_mb"] for k in ("store_ipc", "store_parquet")) / 1024
     run_ipc = sides["store_ipc"]["median_run"]
     stages = run_ipc["timings"]
@@ -507,6 +540,7 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
         "keep_sets_identical_to_baseline": mem["identical_gram"] and mem["identical_naive"],
         "in_memory": mem, "sides": sides, "input_sizes_mb": sizes,
         "ipc_over_floor": ipc_ratio, "parquet_over_floor": pq_ratio, "peak_rss_gb": peak_gb,
+        "judged_floors": {"ipc": ipc_floor, "parquet": pq_floor},
         "bm25_build_share_of_file_to_store": bm25_judged_share,
         "bm25_build_share_default_threads": bm25_build_share,
         "bm25_build_share_1_thread": bm25_build_share_1,
@@ -538,29 +572,42 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
                 sides[key]["peak_rss_mb"], target]
 
     t = TARGETS
+    def judged(key: str, floor: str) -> str:
+        return " (judged: the faster floor)" if key == floor else ""
+
     file_rows = [
-        row("I/O floor: read IPC, write kept half, fsync", "floor_ipc", "default", None, "–"),
-        row("`ingest_to_store` IPC → store", "store_ipc", "default", "floor_ipc",
+        row("I/O floor: read IPC, write kept half, fsync" + judged("floor_ipc", ipc_floor),
+            "floor_ipc", "default", None, "–"),
+    ]
+    if "floor_ipc_direct" in sides:
+        file_rows.append(row("I/O floor: read IPC, write kept half with O_DIRECT, fsync"
+                             + judged("floor_ipc_direct", ipc_floor), "floor_ipc_direct",
+                             "default", None, "–"))
+    file_rows += [
+        row("`ingest_to_store` IPC → store", "store_ipc", "default", ipc_floor,
             verdict(ipc_ratio, t["ipc_over_floor"]) + " × floor"),
         row("`ingest_to_store` IPC → store", "store_ipc_1_thread",
-            "1 (one bucket at a time)", "floor_ipc", "–"),
+            "1 (one bucket at a time)", ipc_floor, "–"),
         row("`ingest_to_store` IPC → store without the BM25 index", "store_ipc_no_index",
-            "default", "floor_ipc", "–"),
+            "default", ipc_floor, "–"),
     ]
     if "store_ipc_guarded" in sides:
         file_rows.append(row("`ingest_to_store` IPC → store, FactGuard on", "store_ipc_guarded",
-                             "default", "floor_ipc", "–"))
+                             "default", ipc_floor, "–"))
     for key, threads in (("bm25_build", "default (the job's bucket workers)"),
                          ("bm25_build_1_thread", "1")):
         if key in sides:
             file_rows.append(row("the job's BM25 build by itself (every bucket, finish)", key,
                                  threads, None, "–"))
-    file_rows += [
-        row(f"I/O floor: read Parquet ({sides['floor_parquet']['median_run']['reader']} was "
-            "faster), write kept half, fsync", "floor_parquet", "default", None, "–"),
-        row("`ingest_to_store` Parquet → store", "store_parquet", "default", "floor_parquet",
-            verdict(pq_ratio, t["parquet_over_floor"]) + " × floor"),
-    ]
+    for key, how in (("floor_parquet", ""), ("floor_parquet_direct", " with O_DIRECT")):
+        if key in sides:
+            file_rows.append(row(
+                f"I/O floor: read Parquet ({sides[key]['median_run']['reader']} was faster), "
+                f"write kept half{how}, fsync" + judged(key, pq_floor), key, "default", None,
+                "–"))
+    file_rows.append(
+        row("`ingest_to_store` Parquet → store", "store_parquet", "default", pq_floor,
+            verdict(pq_ratio, t["parquet_over_floor"]) + " × floor"))
     m = mem
     mem_rows = [
         ["`ingest()` in memory", "default", m["ingest"]["median"], m["ingest"]["min"],
@@ -668,15 +715,16 @@ def headline(result: dict[str, Any]) -> list[str]:
         return []
     s = f["sides"]
     m = f["in_memory"]
+    floors = f.get("judged_floors", {"ipc": "floor_ipc", "parquet": "floor_parquet"})
     return [
         f"1M segments, file → store: Arrow IPC {s['store_ipc']['seconds']['median']:.1f} s = "
         f"{f['ipc_over_floor']:.1f}× the I/O floor of the same run "
-        f"({s['floor_ipc']['seconds']['median']:.1f} s; target ≤ 2.5×: "
+        f"({s[floors['ipc']]['seconds']['median']:.1f} s; target ≤ 2.5×: "
         f"{'met' if f['meets_targets']['ipc_over_floor'] else 'MISSED'}; ratio per round "
-        f"{_rounds(s, 'store_ipc', 'floor_ipc')}), Parquet "
+        f"{_rounds(s, 'store_ipc', floors['ipc'])}), Parquet "
         f"{s['store_parquet']['seconds']['median']:.1f} s = {f['parquet_over_floor']:.1f}× "
         f"({'met' if f['meets_targets']['parquet_over_floor'] else 'MISSED'}; per round "
-        f"{_rounds(s, 'store_parquet', 'floor_parquet')}); peak RSS "
+        f"{_rounds(s, 'store_parquet', floors['parquet'])}); peak RSS "
         f"{f['peak_rss_gb']:.2f} GB (target ≤ 3 GB: "
         f"{'met' if f['meets_targets']['peak_rss_gb'] else 'MISSED'}); BM25 build "
         + (f"{f['bm25_build_share_of_file_to_store']:.0%} of the job timed by itself"

@@ -95,6 +95,12 @@ def test_quick_run_writes_results_and_readmes(tmp_path: Path):
     share, target = (scale["bm25_build_share_of_file_to_store"],
                      scale["targets"]["bm25_share_of_file_to_store"])
     assert scale["meets_targets"]["bm25_share_of_file_to_store"] == (share <= target)
+    # Each floor ran writing through the page cache and with O_DIRECT; the faster is judged.
+    med = {k: v["seconds"]["median"] for k, v in scale["sides"].items()}
+    for kind, floor in (("ipc", "floor_ipc"), ("parquet", "floor_parquet")):
+        judged = scale["judged_floors"][kind]
+        assert judged == min((floor, floor + "_direct"), key=med.__getitem__)
+        assert scale[f"{kind}_over_floor"] == pytest.approx(med[f"store_{kind}"] / med[judged])
     peers = json.loads((out / "peers.json").read_text())["figures"]
     assert peers["a"]["semhash_identical"] and peers["b"]["baseline_identical"]
     # The guard-less peers are compared with FactGuard false; the guarded time is beside it.

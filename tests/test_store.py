@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -214,3 +215,67 @@ def test_chunked_writes_match_numpy(tmp_path: Path, shape: tuple[int, ...],
     payload = bytes(range(256)) * 100
     atomic.atomic_write_bytes(tmp_path / "blob", payload)
     assert (tmp_path / "blob").read_bytes() == payload
+
+
+@pytest.mark.parametrize("pieces", [[0], [1], [4095], [4096], [5000, 3], [4 << 20],
+                                    [(4 << 20) - 1, 2], [3 << 20, 3 << 20, 123_457]])
+def test_direct_files_hold_exactly_what_was_written(tmp_path: Path, pieces: list[int]) -> None:
+    rng = np.random.default_rng(len(pieces) + sum(pieces))
+    chunks = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in pieces]
+    path = tmp_path / "direct.bin"
+    with atomic.DirectFile(path) as fh:
+        for chunk in chunks:
+            assert fh.write(chunk) == len(chunk)
+        assert fh.tell() == sum(pieces)
+    assert path.read_bytes() == b"".join(chunks)  # truncated back from its padded last block
+
+
+def test_direct_files_fall_back_to_the_page_cache_where_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    direct = getattr(os, "O_DIRECT", 0)
+    if not direct:
+        pytest.skip("no O_DIRECT on this platform: DirectFile always writes buffered")
+    payload = bytes(range(256)) * 40_000  # 10 MB: a few stages and a partial block
+    real_open, real_write = os.open, os.write
+
+    def refuse_open(path: str, flags: int, *args: int) -> int:  # tmpfs refuses the flag
+        if flags & direct:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", refuse_open)
+    with atomic.DirectFile(tmp_path / "a.bin") as fh:
+        fh.write(payload)
+        assert not fh.direct
+    assert (tmp_path / "a.bin").read_bytes() == payload
+    monkeypatch.setattr(os, "open", real_open)
+
+    refused: list[int] = []
+
+    def refuse_write(fd: int, data: memoryview) -> int:  # accepted on open, refused on I/O
+        if os.get_blocking(fd) and fcntl.fcntl(fd, fcntl.F_GETFL) & direct:
+            refused.append(fd)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", refuse_write)
+    with atomic.DirectFile(tmp_path / "b.bin") as fh:
+        fh.write(payload)
+    assert refused and not fh.direct
+    assert (tmp_path / "b.bin").read_bytes() == payload
+
+
+def test_a_direct_write_that_fails_midway_is_not_hidden(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_write = os.write
+    calls = []
+
+    def full_disk(fd: int, data: memoryview) -> int:
+        calls.append(fd)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full_disk)
+    with pytest.raises(OSError, match="No space"), atomic.DirectFile(tmp_path / "c.bin") as fh:
+        fh.write(bytes(9 << 20))

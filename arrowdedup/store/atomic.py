@@ -10,6 +10,8 @@ all write through it.
 from __future__ import annotations
 
 import contextlib
+import errno
+import mmap
 import os
 import uuid
 from collections.abc import Iterator
@@ -36,6 +38,120 @@ def write_chunked(fh: Any, data: Any) -> int:
         while piece.nbytes:
             piece = piece[fh.write(piece):]
     return view.nbytes
+
+
+# Data files of at least this many bytes are written around the page cache (O_DIRECT) where
+# the file system allows it. On these virtual machines, which hand freed memory back to the
+# host, copying a file into fresh page cache cost 0.2-2.5 s of system time per 800 MB (16
+# files of 48 MB written and fsynced: 0.5-2.8 s of wall time), while the same bytes written
+# with O_DIRECT took 0.58-0.61 s of wall time and 0.1 s of CPU, run after run; on the
+# job's writer thread that wait overlaps the buckets still being deduplicated.
+DIRECT_MIN_BYTES = 8 << 20
+# O_DIRECT wants the buffer, the file offset and the length aligned to the device's logical
+# block (512 B or 4 KiB): the staging buffer is page-aligned (an anonymous mapping) and
+# every write but the last is a whole number of stages; the last is padded to a block and
+# the file truncated back to its length.
+DIRECT_BLOCK = 4096
+DIRECT_STAGE = 4 << 20
+
+
+class DirectFile:
+    """A new binary file written with O_DIRECT through an aligned staging buffer (``write``,
+    ``tell``, ``flush``, ``close``, and a context manager). Where the file system refuses
+    O_DIRECT (tmpfs, some network or overlay file systems), on open or on the first write,
+    the same bytes are written through the page cache instead."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = os.fspath(path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        direct = getattr(os, "O_DIRECT", 0)
+        self.direct = bool(direct)
+        try:
+            self.fd = os.open(self.path, flags | direct, 0o666)
+        except OSError as err:
+            if not direct or err.errno != errno.EINVAL:
+                raise
+            self.direct = False
+            self.fd = os.open(self.path, flags, 0o666)
+        self._stage = mmap.mmap(-1, DIRECT_STAGE)
+        self._view = memoryview(self._stage)
+        self._fill = 0  # bytes staged, not yet written
+        self._written = 0  # bytes of the file written so far
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        src = memoryview(data).cast("B")
+        size = src.nbytes
+        while src.nbytes:
+            take = min(src.nbytes, DIRECT_STAGE - self._fill)
+            self._view[self._fill:self._fill + take] = src[:take]
+            self._fill += take
+            src = src[take:]
+            if self._fill == DIRECT_STAGE:
+                self._drain(DIRECT_STAGE)
+        return size
+
+    def _drain(self, length: int) -> None:
+        """Write the staged bytes (``length`` of the stage: ``_fill`` rounded up to a block
+        when direct) at the end of the file."""
+        out = self._view[:length if self.direct else self._fill]
+        try:
+            while out.nbytes:
+                out = out[os.write(self.fd, out):]
+        except OSError as err:
+            if not (self.direct and err.errno == errno.EINVAL and self._written == 0):
+                raise
+            # Opened with O_DIRECT, refused on write (a block size above DIRECT_BLOCK, or a
+            # file system that accepts the flag only to refuse the I/O): nothing is written
+            # yet, so the file starts again through the page cache.
+            os.close(self.fd)
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_TRUNC)
+            self.direct = False
+            out = self._view[:self._fill]
+            while out.nbytes:
+                out = out[os.write(self.fd, out):]
+        self._written += self._fill
+        self._fill = 0
+
+    def tell(self) -> int:
+        return self._written + self._fill
+
+    def flush(self) -> None:
+        """Nothing to do before :meth:`close`: a partial block cannot be written directly."""
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self._fill:
+                padded = -(-self._fill // DIRECT_BLOCK) * DIRECT_BLOCK
+                self._view[self._fill:padded] = bytes(padded - self._fill)
+                size = self._written + self._fill
+                self._drain(padded)
+                if self.direct:
+                    os.ftruncate(self.fd, size)
+        finally:
+            os.close(self.fd)
+            # An error's traceback may still hold a slice of the stage: then the mapping
+            # goes with the last reference to it instead.
+            with contextlib.suppress(BufferError):
+                self._view.release()
+                self._stage.close()
+
+    def __enter__(self) -> DirectFile:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def open_data_file(path: str | Path, nbytes: int) -> Any:
+    """A new binary file for ``nbytes`` of data: a :class:`DirectFile` from
+    ``DIRECT_MIN_BYTES`` up, a plain buffered file below (small files gain nothing)."""
+    if nbytes >= DIRECT_MIN_BYTES:
+        return DirectFile(path)
+    return open(path, "wb")  # the caller closes it
 
 
 def save_npy(path: str | Path, array: np.ndarray) -> None:

@@ -36,7 +36,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from ..errors import SchemaError, StoreError
-from .atomic import fsync_dir, fsync_file, write_chunked
+from .atomic import fsync_dir, fsync_file, open_data_file, write_chunked
 from .layout import (
     CURRENT,
     DECISIONS,
@@ -307,7 +307,8 @@ def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table) -> str:
     """Write one file of a version and return its checksum. Bytes and buffers are written as
     they are; a table is written as an Arrow IPC file straight to disk (no in-memory copy of
     the file first: for the embeddings that copy was as large as the file)."""
-    with open(path, "wb") as fh:
+    nbytes = data.nbytes if isinstance(data, pa.Table) else memoryview(data).nbytes
+    with open_data_file(path, nbytes) as fh:
         if isinstance(data, pa.Table):
             sink = _HashingSink(fh)
             with ipc.new_file(pa.PythonFile(sink, mode="w"), data.schema) as writer:
