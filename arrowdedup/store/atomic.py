@@ -16,11 +16,9 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import numpy as np
-
+import numpy as np
 
 # The most bytes handed to one ``write`` call. One 48 MB write (a bucket's embeddings) cost
 # the kernel 4-8x the system time of the same bytes in writes of 8 MB or less (16 such files:
@@ -75,18 +73,23 @@ class DirectFile:
             self.fd = os.open(self.path, flags, 0o666)
         self._stage = mmap.mmap(-1, DIRECT_STAGE)
         self._view = memoryview(self._stage)
+        # Staged with NumPy, which copies without holding the GIL (a memoryview assignment
+        # holds it: 0.12 s of a 1M job's writes, while the bucket workers wanted it).
+        self._array: np.ndarray | None = np.frombuffer(self._stage, dtype=np.uint8)
         self._fill = 0  # bytes staged, not yet written
         self._written = 0  # bytes of the file written so far
         self.closed = False
 
     def write(self, data: Any) -> int:
-        src = memoryview(data).cast("B")
-        size = src.nbytes
-        while src.nbytes:
-            take = min(src.nbytes, DIRECT_STAGE - self._fill)
-            self._view[self._fill:self._fill + take] = src[:take]
+        assert self._array is not None, "write to a closed DirectFile"
+        src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+        size = src.shape[0]
+        done = 0
+        while done < size:
+            take = min(size - done, DIRECT_STAGE - self._fill)
+            np.copyto(self._array[self._fill:self._fill + take], src[done:done + take])
             self._fill += take
-            src = src[take:]
+            done += take
             if self._fill == DIRECT_STAGE:
                 self._drain(DIRECT_STAGE)
         return size
@@ -133,6 +136,7 @@ class DirectFile:
                     os.ftruncate(self.fd, size)
         finally:
             os.close(self.fd)
+            self._array = None
             # An error's traceback may still hold a slice of the stage: then the mapping
             # goes with the last reference to it instead.
             with contextlib.suppress(BufferError):
