@@ -141,7 +141,6 @@ def _kept_mask(n: int) -> np.ndarray:
 
 def side_floor_ipc(spec: dict[str, Any]) -> dict[str, Any]:
     import pyarrow as pa
-    import pyarrow.feather as feather
     import pyarrow.ipc as ipc
 
     out = Path(spec["out"])
@@ -175,7 +174,6 @@ def _write_kept(kept: Any, out: Path, direct: bool) -> None:
 def side_floor_parquet(spec: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
     import pyarrow as pa
-    import pyarrow.feather as feather
     import pyarrow.parquet as pq
 
     out = Path(spec["out"])
