@@ -122,21 +122,6 @@ def ingest(
     Never embeds: rows without an embedding get hash dedup only. When the table has no
     ``salience`` column, ``scorer`` (default: SPEC section 3) computes one.
     """
-    # Its large arrays (the kept embeddings: 0.77 GB at 1M) as small pages: with a pause
-    # before each call, as when other work runs between calls, ingest() at 1M took 0.86 s
-    # against 1.76 s with NumPy's huge pages (medians of 5 alternating calls; the output
-    # stage 0.37-0.46 s against 1.05-1.46 s). See scratch.small_pages.
-    with scratch.small_pages():
-        return _ingest(segments, config, threads=threads, scorer=scorer)
-
-
-def _ingest(
-    segments: SegmentsInput,
-    config: DedupConfig | None,
-    *,
-    threads: int | None,
-    scorer: SalienceScorer | None,
-) -> IngestionResult:
     cfg = resolve_config(config)
     timer = Timer()
     with timer.stage("read"):

@@ -104,20 +104,3 @@ def test_the_job_runs_with_small_pages_and_leaves_the_setting_as_it_was(
     ingest_to_store(corpus(docs=4, per_doc=5).to_arrow(), tmp_path / "store", buckets=2)
     assert seen[0] is False and seen[-1] is before
     assert real(before) is before  # restored: asking again returns the same setting
-
-
-def test_ingest_runs_with_small_pages_and_leaves_the_setting_as_it_was(monkeypatch) -> None:
-    from arrowdedup import ingest
-
-    seen: list[bool] = []
-    real = scratch._set_madvise_hugepage
-
-    def spy(enabled: bool) -> bool:
-        seen.append(enabled)
-        return real(enabled)
-
-    monkeypatch.setattr(scratch, "_set_madvise_hugepage", spy)
-    before = real(True)
-    real(before)
-    ingest(corpus(docs=3, per_doc=4))
-    assert seen == [False, before]
