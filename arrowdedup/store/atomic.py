@@ -161,8 +161,6 @@ def open_data_file(path: str | Path, nbytes: int) -> Any:
 def save_npy(path: str | Path, array: np.ndarray) -> None:
     """``np.save(path, array)`` (byte for byte for a C-ordered array), its data written by
     :func:`write_chunked` (``np.save`` hands a whole array to one ``write``)."""
-    import numpy as np
-
     array = np.ascontiguousarray(array)
     with open(path, "wb") as fh:
         np.lib.format.write_array_header_1_0(fh, np.lib.format.header_data_from_array_1_0(array))
