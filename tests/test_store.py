@@ -253,7 +253,7 @@ def test_direct_files_fall_back_to_the_page_cache_where_refused(
     refused: list[int] = []
 
     def refuse_write(fd: int, data: memoryview) -> int:  # accepted on open, refused on I/O
-        if os.get_blocking(fd) and fcntl.fcntl(fd, fcntl.F_GETFL) & direct:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & direct:
             refused.append(fd)
             raise OSError(errno.EINVAL, "Invalid argument")
         return real_write(fd, data)

@@ -72,7 +72,6 @@ class DirectFile:
             self.direct = False
             self.fd = os.open(self.path, flags, 0o666)
         self._stage = mmap.mmap(-1, DIRECT_STAGE)
-        self._view = memoryview(self._stage)
         # Staged with NumPy, which copies without holding the GIL (a memoryview assignment
         # holds it: 0.12 s of a 1M job's writes, while the bucket workers wanted it).
         self._array: np.ndarray | None = np.frombuffer(self._stage, dtype=np.uint8)
@@ -97,10 +96,9 @@ class DirectFile:
     def _drain(self, length: int) -> None:
         """Write the staged bytes (``length`` of the stage: ``_fill`` rounded up to a block
         when direct) at the end of the file."""
-        out = self._view[:length if self.direct else self._fill]
+        assert self._array is not None
         try:
-            while out.nbytes:
-                out = out[os.write(self.fd, out):]
+            _write_all(self.fd, self._array[:length if self.direct else self._fill])
         except OSError as err:
             if not (self.direct and err.errno == errno.EINVAL and self._written == 0):
                 raise
@@ -110,9 +108,7 @@ class DirectFile:
             os.close(self.fd)
             self.fd = os.open(self.path, os.O_WRONLY | os.O_TRUNC)
             self.direct = False
-            out = self._view[:self._fill]
-            while out.nbytes:
-                out = out[os.write(self.fd, out):]
+            _write_all(self.fd, self._array[:self._fill])
         self._written += self._fill
         self._fill = 0
 
@@ -128,8 +124,9 @@ class DirectFile:
         self.closed = True
         try:
             if self._fill:
+                assert self._array is not None
                 padded = -(-self._fill // DIRECT_BLOCK) * DIRECT_BLOCK
-                self._view[self._fill:padded] = bytes(padded - self._fill)
+                self._array[self._fill:padded] = 0
                 size = self._written + self._fill
                 self._drain(padded)
                 if self.direct:
@@ -140,7 +137,6 @@ class DirectFile:
             # An error's traceback may still hold a slice of the stage: then the mapping
             # goes with the last reference to it instead.
             with contextlib.suppress(BufferError):
-                self._view.release()
                 self._stage.close()
 
     def __enter__(self) -> DirectFile:
@@ -148,6 +144,13 @@ class DirectFile:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _write_all(fd: int, data: np.ndarray) -> None:
+    """``os.write`` until every byte of ``data`` is written."""
+    view = data.data  # the array's bytes, as a memoryview
+    while view.nbytes:
+        view = view[os.write(fd, view):]
 
 
 def open_data_file(path: str | Path, nbytes: int) -> Any:
