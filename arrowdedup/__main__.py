@@ -2,10 +2,13 @@
 
 import sys
 
+from ._interrupt import interrupt_handled
+
 try:
     from .cli import main
 except KeyboardInterrupt:
     sys.stderr.write("interrupted (Ctrl-C)\n")
+    interrupt_handled()
     sys.exit(130)
 
 main()

@@ -285,6 +285,43 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path, delay: float) -> None:
     assert len(err.strip().splitlines()) == 1 and "interrupted" in err
 
 
+@pytest.mark.parametrize("where", ["command", "start-up"])
+def test_ctrl_c_inside_an_exec_of_a_string_still_exits_130(tmp_path: Path, where: str) -> None:
+    # A Ctrl-C that lands while namedtuple, dataclasses or typing exec a string (as they do
+    # while modules import) left CPython's mark of an unhandled interrupt: a process run with
+    # ``-m`` then ended by SIGINT (-2) after printing our line. Each handler clears the mark.
+    if where == "command":
+        handle = ("from arrowdedup.cli.app import clean_errors, err_console\n"
+                  "import typer\n"
+                  # rich's first print runs imports of its own, whose exec of a string
+                  # would clear the mark by chance: print once before.
+                  "err_console.print('ready', markup=False, soft_wrap=True)\n"
+                  "@clean_errors\n"
+                  "def command():\n"
+                  "    exec('raise KeyboardInterrupt')\n"
+                  "try:\n"
+                  "    command()\n"
+                  "except typer.Exit as done:\n"
+                  "    sys.exit(done.exit_code)\n")
+    else:  # what ``python -m arrowdedup`` does when its imports are interrupted
+        handle = ("from arrowdedup._interrupt import interrupt_handled\n"
+                  "try:\n"
+                  "    exec('raise KeyboardInterrupt')\n"
+                  "except KeyboardInterrupt:\n"
+                  "    interrupt_handled()\n"
+                  "    sys.exit(130)\n")
+    # Run as a module, like the CLI: ``-c`` exits from inside the interpreter's error print,
+    # before the mark is looked at.
+    package = tmp_path / "interrupted"
+    package.mkdir()
+    (package / "__main__.py").write_text("import sys\n" + handle, encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
+    done = subprocess.run([sys.executable, "-m", "interrupted"], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_results_are_frozen(built: tuple[Path, Path, str]) -> None:
     import dataclasses
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from .._interrupt import interrupt_handled
 from ..errors import ArrowDedupError
 from .coercion import install as _plain_coercion
 
@@ -114,7 +115,9 @@ _interrupt_reported = False
 
 
 def _say_interrupted() -> None:
+    """Report a Ctrl-C once, and let the exit code 130 that follows stand."""
     global _interrupt_reported
+    interrupt_handled()
     if not _interrupt_reported:
         _interrupt_reported = True
         err_console.print(INTERRUPTED, markup=False, soft_wrap=True)
