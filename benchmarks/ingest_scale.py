@@ -573,14 +573,11 @@ def report(params: dict[str, Any], mem: dict[str, Any], sides: dict[str, Any],
     def judged(key: str, floor: str) -> str:
         return " (judged: the faster floor)" if key == floor else ""
 
-    file_rows = [
-        row("I/O floor: read IPC, write kept half, fsync" + judged("floor_ipc", ipc_floor),
-            "floor_ipc", "default", None, "–"),
-    ]
-    if "floor_ipc_direct" in sides:
-        file_rows.append(row("I/O floor: read IPC, write kept half with O_DIRECT, fsync"
-                             + judged("floor_ipc_direct", ipc_floor), "floor_ipc_direct",
-                             "default", None, "–"))
+    file_rows = []
+    for key, how in (("floor_ipc", ""), ("floor_ipc_direct", " with O_DIRECT")):
+        if key in sides:
+            file_rows.append(row(f"I/O floor: read IPC, write kept half{how}, fsync"
+                                 + judged(key, ipc_floor), key, "default", None, "–"))
     file_rows += [
         row("`ingest_to_store` IPC → store", "store_ipc", "default", ipc_floor,
             verdict(ipc_ratio, t["ipc_over_floor"]) + " × floor"),
