@@ -230,6 +230,32 @@ def test_direct_files_hold_exactly_what_was_written(tmp_path: Path, pieces: list
     assert path.read_bytes() == b"".join(chunks)  # truncated back from its padded last block
 
 
+def test_direct_files_reuse_their_stage_and_leave_no_stale_bytes(tmp_path: Path) -> None:
+    with atomic.DirectFile(tmp_path / "big.bin") as fh:
+        fh.write(b"\xff" * ((4 << 20) + 4097))  # every byte of the stage written over
+        assert fh._array is not None
+        address = fh._array.ctypes.data  # (holding the array would keep it from the pool)
+    with atomic.DirectFile(tmp_path / "small.bin") as fh:
+        assert fh._array is not None
+        assert fh._array.ctypes.data == address  # kept, not mapped and faulted in again
+        fh.write(b"ab")
+    # Only what this file was given, though its stage still held the first file's bytes.
+    assert (tmp_path / "small.bin").read_bytes() == b"ab"
+    assert (tmp_path / "big.bin").read_bytes() == b"\xff" * ((4 << 20) + 4097)
+
+
+def test_a_stage_still_viewed_after_close_is_not_reused(tmp_path: Path) -> None:
+    with atomic.DirectFile(tmp_path / "a.bin") as fh:
+        fh.write(b"x" * 10)
+        assert fh._array is not None
+        held = fh._array[:10]  # as an error's traceback could hold a slice of it
+    with atomic.DirectFile(tmp_path / "b.bin") as fh:
+        assert fh._array is not held.base
+        fh.write(b"y" * 10)
+    assert bytes(held) == b"x" * 10  # never written over by the second file
+    assert (tmp_path / "b.bin").read_bytes() == b"y" * 10
+
+
 def test_direct_files_fall_back_to_the_page_cache_where_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     direct = getattr(os, "O_DIRECT", 0)
