@@ -273,7 +273,9 @@ def test_direct_files_fall_back_to_the_page_cache_where_refused(
     with atomic.DirectFile(tmp_path / "a.bin") as fh:
         fh.write(payload)
         assert not fh.direct
-    assert (tmp_path / "a.bin").read_bytes() == payload
+        assert fh._fill == 0 and fh.tell() == len(payload)  # written straight, not staged
+        fh.write(b"tail")
+    assert (tmp_path / "a.bin").read_bytes() == payload + b"tail"
     monkeypatch.setattr(os, "open", real_open)
 
     refused: list[int] = []
@@ -287,8 +289,9 @@ def test_direct_files_fall_back_to_the_page_cache_where_refused(
     monkeypatch.setattr(os, "write", refuse_write)
     with atomic.DirectFile(tmp_path / "b.bin") as fh:
         fh.write(payload)
+        fh.write(b"tail")  # after the refusal: straight through the page cache
     assert refused and not fh.direct
-    assert (tmp_path / "b.bin").read_bytes() == payload
+    assert (tmp_path / "b.bin").read_bytes() == payload + b"tail"
 
 
 def test_a_direct_write_that_fails_midway_is_not_hidden(

@@ -111,6 +111,13 @@ class DirectFile:
         assert self._array is not None, "write to a closed DirectFile"
         src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
         size = src.shape[0]
+        if not self.direct and not self._fill:
+            # Through the page cache (O_DIRECT refused): no alignment to keep, so no copy
+            # into the stage; still in WRITE_CHUNK pieces (see write_chunked).
+            for start in range(0, size, WRITE_CHUNK):
+                _write_all(self.fd, src[start:start + WRITE_CHUNK])
+            self._written += size
+            return size
         done = 0
         while done < size:
             take = min(size - done, DIRECT_STAGE - self._fill)
