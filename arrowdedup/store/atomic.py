@@ -113,9 +113,8 @@ class DirectFile:
         size = src.shape[0]
         if not self.direct and not self._fill:
             # Through the page cache (O_DIRECT refused): no alignment to keep, so no copy
-            # into the stage; still in WRITE_CHUNK pieces (see write_chunked).
-            for start in range(0, size, WRITE_CHUNK):
-                _write_all(self.fd, src[start:start + WRITE_CHUNK])
+            # into the stage.
+            _write_all(self.fd, src)
             self._written += size
             return size
         done = 0
@@ -180,10 +179,11 @@ class DirectFile:
 
 
 def _write_all(fd: int, data: np.ndarray) -> None:
-    """``os.write`` until every byte of ``data`` is written."""
+    """``os.write`` until every byte of ``data`` is written, at most ``WRITE_CHUNK`` bytes a
+    call (as :func:`write_chunked` does for file objects)."""
     view = data.data  # the array's bytes, as a memoryview
     while view.nbytes:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view[:WRITE_CHUNK]):]
 
 
 def open_data_file(path: str | Path, nbytes: int) -> Any:
