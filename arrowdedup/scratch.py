@@ -31,6 +31,15 @@ __all__ = ["ScratchPool", "empty", "scratch_pool", "small_pages"]
 HEADROOM = 1.125
 # Requests below this many bytes are left to NumPy (the allocator reuses small blocks).
 MIN_BYTES = 1 << 22
+# Where lent arrays start by default (NumPy's allocation is 16-byte aligned; 64 keeps SIMD
+# rows on cache lines).
+ALIGN = 64
+
+
+def _aligned(buf: np.ndarray, nbytes: int, align: int) -> np.ndarray:
+    """The ``nbytes`` of ``buf`` (uint8) from its first byte at a multiple of ``align``."""
+    start = (-buf.ctypes.data) % align
+    return buf[start:start + nbytes]
 
 
 class ScratchPool:
@@ -56,27 +65,30 @@ class ScratchPool:
             self._free.sort(key=lambda b: b.nbytes)
             del self._free[: len(self._free) - self._max_free]
 
-    def empty(self, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
-        """An uninitialised array, from a reclaimed buffer when one is large enough."""
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype | type,
+              align: int = ALIGN) -> np.ndarray:
+        """An uninitialised array starting at a multiple of ``align`` bytes (a power of two),
+        from a reclaimed buffer when one is large enough."""
         kind = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * kind.itemsize
         if nbytes < self._min_bytes:
-            return np.empty(shape, dtype=kind)
+            if align <= ALIGN:
+                return np.empty(shape, dtype=kind)
+            return _aligned(np.empty(nbytes + align, dtype=np.uint8), nbytes, align) \
+                .view(kind).reshape(shape)
         with self._lock:
             self._reclaim()
             # (Positions, not ``list.remove``: arrays compare element-wise.)
-            fits = [i for i, b in enumerate(self._free) if b.nbytes >= nbytes]
+            fits = [i for i, b in enumerate(self._free)
+                    if b.nbytes - (-b.ctypes.data) % align >= nbytes]
             if fits:
                 buf = self._free.pop(min(fits, key=lambda i: self._free[i].nbytes))
                 self.reused += 1
             else:
-                buf = np.empty(int(nbytes * HEADROOM) + 64, dtype=np.uint8)
+                buf = np.empty(int(nbytes * HEADROOM) + align, dtype=np.uint8)
                 self.allocated += 1
             self._lent.append(buf)
-        # The first aligned byte (NumPy's allocation is 16-byte aligned; 64 keeps SIMD rows
-        # on cache lines), viewed as the request.
-        start = (-buf.ctypes.data) % 64
-        return buf[start:start + nbytes].view(kind).reshape(shape)
+        return _aligned(buf, nbytes, align).view(kind).reshape(shape)
 
 
 _POOL: contextvars.ContextVar[ScratchPool | None] = contextvars.ContextVar(

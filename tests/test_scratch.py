@@ -36,6 +36,21 @@ def test_a_buffer_is_lent_again_only_when_nothing_refers_to_it() -> None:
     assert c.ctypes.data % 64 == 0
 
 
+def test_arrays_start_where_asked_whether_fresh_or_reused() -> None:
+    for min_bytes in (0, 1 << 30):  # lent from the pool, and left to NumPy
+        pool = scratch.ScratchPool(min_bytes=min_bytes)
+        for _ in range(3):  # fresh, then reused buffers (each array dropped at once)
+            page = pool.empty((10_000,), np.uint8, align=4096)
+            assert page.ctypes.data % 4096 == 0 and page.shape == (10_000,)
+            assert pool.empty((7, 3), np.float64).ctypes.data % 16 == 0
+            del page
+    pool = scratch.ScratchPool(min_bytes=0)
+    lined = pool.empty((1000,), np.uint8)  # a buffer cut for 64-byte alignment...
+    del lined
+    page = pool.empty((1000,), np.uint8, align=4096)  # ...reused only if it has room for 4096
+    assert page.ctypes.data % 4096 == 0
+
+
 def test_small_requests_and_no_pool_are_plain_arrays() -> None:
     pool = scratch.ScratchPool()
     assert pool.empty((3, 4), np.int64).shape == (3, 4) and pool.allocated == 0

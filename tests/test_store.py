@@ -11,11 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 from test_kernels import random_table
 
 from arrowdedup import StoreError, ingest, open_store, write_store
+from arrowdedup.scratch import ScratchPool
 from arrowdedup.store import atomic
+from arrowdedup.store.writer import checksum_file, write_data_file
 
 
 def corpus(seed: int = 0, docs: int = 12) -> pl.DataFrame:
@@ -217,51 +220,57 @@ def test_chunked_writes_match_numpy(tmp_path: Path, shape: tuple[int, ...],
     assert (tmp_path / "blob").read_bytes() == payload
 
 
-@pytest.mark.parametrize("pieces", [[0], [1], [4095], [4096], [5000, 3], [4 << 20],
-                                    [(4 << 20) - 1, 2], [3 << 20, 3 << 20, 123_457]])
-def test_direct_files_hold_exactly_what_was_written(tmp_path: Path, pieces: list[int]) -> None:
-    rng = np.random.default_rng(len(pieces) + sum(pieces))
-    chunks = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in pieces]
-    path = tmp_path / "direct.bin"
-    with atomic.DirectFile(path) as fh:
-        for chunk in chunks:
-            assert fh.write(chunk) == len(chunk)
-        assert fh.tell() == sum(pieces)
-    assert path.read_bytes() == b"".join(chunks)  # truncated back from its padded last block
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 5003, 4 << 20, (9 << 20) + 7])
+def test_direct_images_write_exactly_their_bytes(tmp_path: Path, size: int) -> None:
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    for pool in (None, ScratchPool(min_bytes=0)):
+        image = atomic.image_buffer(size, pool)
+        assert size == 0 or image.ctypes.data % atomic.DIRECT_BLOCK == 0
+        assert image.shape[0] == atomic.padded_size(size) >= size
+        image[:] = 0xFF  # stale bytes beyond the file: never in it
+        image[:size] = data
+        atomic.write_image(tmp_path / "direct.bin", image, size)
+        assert (tmp_path / "direct.bin").read_bytes() == data.tobytes()  # truncated back
 
 
-def test_direct_files_reuse_their_stage_and_leave_no_stale_bytes(tmp_path: Path) -> None:
-    with atomic.DirectFile(tmp_path / "big.bin") as fh:
-        fh.write(b"\xff" * ((4 << 20) + 4097))  # every byte of the stage written over
-        assert fh._array is not None
-        address = fh._array.ctypes.data  # (holding the array would keep it from the pool)
-    with atomic.DirectFile(tmp_path / "small.bin") as fh:
-        assert fh._array is not None
-        assert fh._array.ctypes.data == address  # kept, not mapped and faulted in again
-        fh.write(b"ab")
-    # Only what this file was given, though its stage still held the first file's bytes.
-    assert (tmp_path / "small.bin").read_bytes() == b"ab"
-    assert (tmp_path / "big.bin").read_bytes() == b"\xff" * ((4 << 20) + 4097)
+def test_write_image_refuses_an_unaligned_or_short_image(tmp_path: Path) -> None:
+    image = atomic.image_buffer(8192)
+    with pytest.raises(ValueError, match="image_buffer"):
+        atomic.write_image(tmp_path / "a.bin", image[1:4097], 4096)
+    with pytest.raises(ValueError, match="image_buffer"):
+        atomic.write_image(tmp_path / "a.bin", image[:4096], 4097)
 
 
-def test_a_stage_still_viewed_after_close_is_not_reused(tmp_path: Path) -> None:
-    with atomic.DirectFile(tmp_path / "a.bin") as fh:
-        fh.write(b"x" * 10)
-        assert fh._array is not None
-        held = fh._array[:10]  # as an error's traceback could hold a slice of it
-    with atomic.DirectFile(tmp_path / "b.bin") as fh:
-        assert fh._array is not held.base
-        fh.write(b"y" * 10)
-    assert bytes(held) == b"x" * 10  # never written over by the second file
-    assert (tmp_path / "b.bin").read_bytes() == b"y" * 10
+def test_large_files_are_written_through_one_reused_image(tmp_path: Path) -> None:
+    """A writer's large files are assembled in one pooled image, bucket after bucket, and the
+    bytes on disk are those a plain IPC writer gives, with the checksum of the file."""
+    rng = np.random.default_rng(5)
+    pool = ScratchPool(max_free=1)
+    for i, rows in enumerate([6_000, 5_500]):  # 9.2 and 8.4 MB: both large
+        vectors = rng.standard_normal((rows, 384), dtype=np.float32)
+        table = pa.table({"embedding": pa.FixedSizeListArray.from_arrays(
+            pa.array(vectors.reshape(-1)), 384), "n": np.arange(rows)})
+        digest = write_data_file(tmp_path / f"{i}.arrow", table, pool)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as ipc_writer:
+            ipc_writer.write_table(table)
+        assert (tmp_path / f"{i}.arrow").read_bytes() == sink.getvalue().to_pybytes()
+        assert digest == checksum_file(tmp_path / f"{i}.arrow")
+    assert (pool.allocated, pool.reused) == (1, 1)
+    big = bytes(range(256)) * 40_000  # a large buffer: the same path
+    assert write_data_file(tmp_path / "big.bin", big, pool) == checksum_file(tmp_path / "big.bin")
+    assert (tmp_path / "big.bin").read_bytes() == big
+    assert (pool.allocated, pool.reused) == (1, 2)
 
 
-def test_direct_files_fall_back_to_the_page_cache_where_refused(
+def test_direct_writes_fall_back_to_the_page_cache_where_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     direct = getattr(os, "O_DIRECT", 0)
     if not direct:
-        pytest.skip("no O_DIRECT on this platform: DirectFile always writes buffered")
-    payload = bytes(range(256)) * 40_000  # 10 MB: a few stages and a partial block
+        pytest.skip("no O_DIRECT on this platform: images are always written buffered")
+    payload = np.frombuffer(bytes(range(256)) * 40_000 + b"tail", dtype=np.uint8)
+    image = atomic.image_buffer(payload.size)
+    image[:payload.size] = payload
     real_open, real_write = os.open, os.write
 
     def refuse_open(path: str, flags: int, *args: int) -> int:  # tmpfs refuses the flag
@@ -270,12 +279,8 @@ def test_direct_files_fall_back_to_the_page_cache_where_refused(
         return real_open(path, flags, *args)
 
     monkeypatch.setattr(os, "open", refuse_open)
-    with atomic.DirectFile(tmp_path / "a.bin") as fh:
-        fh.write(payload)
-        assert not fh.direct
-        assert fh._fill == 0 and fh.tell() == len(payload)  # written straight, not staged
-        fh.write(b"tail")
-    assert (tmp_path / "a.bin").read_bytes() == payload + b"tail"
+    atomic.write_image(tmp_path / "a.bin", image, payload.size)
+    assert (tmp_path / "a.bin").read_bytes() == payload.tobytes()
     monkeypatch.setattr(os, "open", real_open)
 
     refused: list[int] = []
@@ -287,11 +292,9 @@ def test_direct_files_fall_back_to_the_page_cache_where_refused(
         return real_write(fd, data)
 
     monkeypatch.setattr(os, "write", refuse_write)
-    with atomic.DirectFile(tmp_path / "b.bin") as fh:
-        fh.write(payload)
-        fh.write(b"tail")  # after the refusal: straight through the page cache
-    assert refused and not fh.direct
-    assert (tmp_path / "b.bin").read_bytes() == payload + b"tail"
+    atomic.write_image(tmp_path / "b.bin", image, payload.size)
+    assert refused
+    assert (tmp_path / "b.bin").read_bytes() == payload.tobytes()
 
 
 def test_a_direct_write_that_fails_midway_is_not_hidden(
@@ -303,8 +306,10 @@ def test_a_direct_write_that_fails_midway_is_not_hidden(
         calls.append(fd)
         if len(calls) > 1:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(fd, data)
+        return real_write(fd, data[:1 << 20])  # a short write: the rest is tried again
 
     monkeypatch.setattr(os, "write", full_disk)
-    with pytest.raises(OSError, match="No space"), atomic.DirectFile(tmp_path / "c.bin") as fh:
-        fh.write(bytes(9 << 20))
+    image = atomic.image_buffer(9 << 20)
+    with pytest.raises(OSError, match="No space"):
+        atomic.write_image(tmp_path / "c.bin", image, 9 << 20)
+    assert len(calls) == 2

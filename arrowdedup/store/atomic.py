@@ -13,14 +13,14 @@ import contextlib
 import errno
 import mmap
 import os
-import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..scratch import ScratchPool
 
 # The most bytes handed to one ``write`` call. One 48 MB write (a bucket's embeddings) cost
 # the kernel 4-8x the system time of the same bytes in writes of 8 MB or less (16 such files:
@@ -48,134 +48,82 @@ def write_chunked(fh: Any, data: Any) -> int:
 # job's writer thread that wait overlaps the buckets still being deduplicated.
 DIRECT_MIN_BYTES = 8 << 20
 # O_DIRECT wants the buffer, the file offset and the length aligned to the device's logical
-# block (512 B or 4 KiB): the staging buffer is page-aligned (an anonymous mapping) and
-# every write but the last is a whole number of stages; the last is padded to a block and
-# the file truncated back to its length.
+# block (512 B or 4 KiB): an image starts on a page and is padded to a whole block, and the
+# file is truncated back to its length.
 DIRECT_BLOCK = 4096
-DIRECT_STAGE = 4 << 20
-# Staging buffers kept for the next DirectFile (a job writes one large file per bucket). A
-# fresh 4 MB mapping is 1,024 page faults on its first fill, and on these virtual machines,
-# which hand freed memory back to the host, those were 7 % of a 1M-segment job's page
-# faults (16 buckets); a kept stage is written over, never faulted in again.
-MAX_FREE_STAGES = 4
-_free_stages: list[np.ndarray] = []
-_stages_lock = threading.Lock()
 
 
-def _take_stage() -> np.ndarray:
-    """A page-aligned staging buffer of ``DIRECT_STAGE`` bytes (its contents are stale)."""
-    with _stages_lock:
-        if _free_stages:
-            return _free_stages.pop()
-    # Staged with NumPy, which copies without holding the GIL (a memoryview assignment
-    # holds it: 0.12 s of a 1M job's writes, while the bucket workers wanted it). The array
-    # keeps the anonymous mapping alive; the mapping goes with the array's last reference.
-    return np.frombuffer(mmap.mmap(-1, DIRECT_STAGE), dtype=np.uint8)
+def padded_size(size: int) -> int:
+    """``size`` rounded up to a whole :data:`DIRECT_BLOCK`."""
+    return -(-size // DIRECT_BLOCK) * DIRECT_BLOCK
 
 
-def _give_stage(stage: np.ndarray) -> None:
-    """Keep ``stage`` for the next file, unless something still holds a view of it (an
-    error's traceback may hold a slice: then it goes with its last reference)."""
-    # References: the caller's name, this parameter and getrefcount's argument.
-    if sys.getrefcount(stage) > 3:
-        return
-    with _stages_lock:
-        if len(_free_stages) < MAX_FREE_STAGES:
-            _free_stages.append(stage)
+def image_buffer(size: int, pool: ScratchPool | None = None) -> np.ndarray:
+    """A page-aligned uint8 array of ``padded_size(size)`` bytes (contents stale) to assemble
+    a file of ``size`` bytes in for :func:`write_image`: lent from ``pool`` when given (a
+    job's writer reuses one per bucket, where fresh memory costs a page fault per page),
+    else an anonymous mapping of its own, unmapped with the array's last reference."""
+    padded = padded_size(size)
+    if pool is not None:
+        return pool.empty((padded,), np.uint8, align=mmap.PAGESIZE)
+    return np.frombuffer(mmap.mmap(-1, max(padded, 1)), dtype=np.uint8)[:padded]
 
 
-class DirectFile:
-    """A new binary file written with O_DIRECT through an aligned staging buffer (``write``,
-    ``tell``, ``flush``, ``close``, and a context manager). Where the file system refuses
-    O_DIRECT (tmpfs, some network or overlay file systems), on open or on the first write,
-    the same bytes are written through the page cache instead."""
+def write_image(path: str | Path, image: np.ndarray, size: int) -> None:
+    """Write ``image[:size]`` as the new file ``path``.
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = os.fspath(path)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        direct = getattr(os, "O_DIRECT", 0)
-        self.direct = bool(direct)
+    ``image`` comes from :func:`image_buffer`. The file is written around the page cache
+    (O_DIRECT) in one call, its last block padded with zeros and the file truncated back to
+    ``size``; where O_DIRECT is refused (on open, as tmpfs does, or on the first write), the
+    same bytes go through the page cache. One call, because a writer thread that hands the
+    GIL back for every piece waits for it again each time the job's workers hold it: up to
+    a switch interval (5 ms) per piece, which made a 1M job's embeddings writes 2.9 s of
+    wall time for 0.23 s of CPU (48 MB files in 4 MB pieces).
+    """
+    padded = padded_size(size)
+    if image.shape[0] < padded or (padded and image.ctypes.data % DIRECT_BLOCK):
+        raise ValueError("write_image needs a page-aligned image of the padded size "
+                         "(use image_buffer)")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    direct = getattr(os, "O_DIRECT", 0)
+    if direct:
         try:
-            self.fd = os.open(self.path, flags | direct, 0o666)
+            fd = os.open(path, flags | direct, 0o666)
         except OSError as err:
-            if not direct or err.errno != errno.EINVAL:
+            if err.errno != errno.EINVAL:
                 raise
-            self.direct = False
-            self.fd = os.open(self.path, flags, 0o666)
-        self._array: np.ndarray | None = _take_stage()
-        self._fill = 0  # bytes staged, not yet written
-        self._written = 0  # bytes of the file written so far
-        self.closed = False
+        else:
+            try:
+                image[size:padded] = 0
+                if _write_direct(fd, image[:padded]):
+                    os.ftruncate(fd, size)
+                    return
+            finally:
+                os.close(fd)
+    # Through the page cache (O_DIRECT missing or refused before any byte was written).
+    fd = os.open(path, flags, 0o666)
+    try:
+        _write_all(fd, image[:size])
+    finally:
+        os.close(fd)
 
-    def write(self, data: Any) -> int:
-        assert self._array is not None, "write to a closed DirectFile"
-        src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
-        size = src.shape[0]
-        if not self.direct and not self._fill:
-            # Through the page cache (O_DIRECT refused): no alignment to keep, so no copy
-            # into the stage.
-            _write_all(self.fd, src)
-            self._written += size
-            return size
-        done = 0
-        while done < size:
-            take = min(size - done, DIRECT_STAGE - self._fill)
-            np.copyto(self._array[self._fill:self._fill + take], src[done:done + take])
-            self._fill += take
-            done += take
-            if self._fill == DIRECT_STAGE:
-                self._drain(DIRECT_STAGE)
-        return size
 
-    def _drain(self, length: int) -> None:
-        """Write the staged bytes (``length`` of the stage: ``_fill`` rounded up to a block
-        when direct) at the end of the file."""
-        assert self._array is not None
+def _write_direct(fd: int, data: np.ndarray) -> bool:
+    """Write all of ``data`` to the O_DIRECT file ``fd``; False when the first write is
+    refused as invalid (a block size above DIRECT_BLOCK, or a file system that accepts the
+    flag on open only to refuse the I/O): nothing is written then."""
+    view = data.data
+    first = True
+    while view.nbytes:
         try:
-            _write_all(self.fd, self._array[:length if self.direct else self._fill])
+            done = os.write(fd, view)
         except OSError as err:
-            if not (self.direct and err.errno == errno.EINVAL and self._written == 0):
-                raise
-            # Opened with O_DIRECT, refused on write (a block size above DIRECT_BLOCK, or a
-            # file system that accepts the flag only to refuse the I/O): nothing is written
-            # yet, so the file starts again through the page cache.
-            os.close(self.fd)
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_TRUNC)
-            self.direct = False
-            _write_all(self.fd, self._array[:self._fill])
-        self._written += self._fill
-        self._fill = 0
-
-    def tell(self) -> int:
-        return self._written + self._fill
-
-    def flush(self) -> None:
-        """Nothing to do before :meth:`close`: a partial block cannot be written directly."""
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            if self._fill:
-                assert self._array is not None
-                padded = -(-self._fill // DIRECT_BLOCK) * DIRECT_BLOCK
-                self._array[self._fill:padded] = 0
-                size = self._written + self._fill
-                self._drain(padded)
-                if self.direct:
-                    os.ftruncate(self.fd, size)
-        finally:
-            os.close(self.fd)
-            stage, self._array = self._array, None
-            if stage is not None:
-                _give_stage(stage)
-
-    def __enter__(self) -> DirectFile:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
+            if first and err.errno == errno.EINVAL:
+                return False
+            raise
+        first = False
+        view = view[done:]
+    return True
 
 
 def _write_all(fd: int, data: np.ndarray) -> None:
@@ -184,14 +132,6 @@ def _write_all(fd: int, data: np.ndarray) -> None:
     view = data.data  # the array's bytes, as a memoryview
     while view.nbytes:
         view = view[os.write(fd, view[:WRITE_CHUNK]):]
-
-
-def open_data_file(path: str | Path, nbytes: int) -> Any:
-    """A new binary file for ``nbytes`` of data: a :class:`DirectFile` from
-    ``DIRECT_MIN_BYTES`` up, a plain buffered file below (small files gain nothing)."""
-    if nbytes >= DIRECT_MIN_BYTES:
-        return DirectFile(path)
-    return open(path, "wb")  # the caller closes it
 
 
 def save_npy(path: str | Path, array: np.ndarray) -> None:

@@ -36,7 +36,15 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from ..errors import SchemaError, StoreError
-from .atomic import fsync_dir, fsync_file, open_data_file, write_chunked
+from ..scratch import ScratchPool
+from .atomic import (
+    DIRECT_MIN_BYTES,
+    fsync_dir,
+    fsync_file,
+    image_buffer,
+    write_chunked,
+    write_image,
+)
 from .layout import (
     CURRENT,
     DECISIONS,
@@ -267,55 +275,54 @@ def parquet_bytes(table: pa.Table) -> pa.Buffer:
     return sink.getvalue()
 
 
-class _HashingSink:
-    """A binary file that hashes what is written to it (for ``pa.PythonFile``: an IPC file is
-    streamed to disk and checksummed in one pass; Arrow hands the body buffers over without
-    a copy)."""
-
-    def __init__(self, fh: Any, algo: str = CHECKSUM) -> None:
-        self.fh = fh
-        self.hasher = _hasher(algo)
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        self.hasher.update(data)
-        return write_chunked(self.fh, data)
-
-    def flush(self) -> None:
-        self.fh.flush()
-
-    def tell(self) -> int:
-        return int(self.fh.tell())
-
-    def writable(self) -> bool:
-        return True
-
-    def close(self) -> None:  # the caller's ``with open(...)`` closes the file itself
-        self.closed = True
-
-
-def write_into(version: Path, rel: str, data: bytes | pa.Buffer | pa.Table) -> str:
+def write_into(version: Path, rel: str, data: bytes | pa.Buffer | pa.Table,
+               pool: ScratchPool | None = None) -> str:
     """Write file ``rel`` of the version being built in ``version``; its checksum. Only the
     file's own directory is created, never ``version`` itself: when that is gone the run has
     ended, and a late writer (a Ray task) must fail instead of leaving a directory behind."""
     path = version / rel
     path.parent.mkdir(exist_ok=True)
-    return write_data_file(path, data)
+    return write_data_file(path, data, pool)
 
 
-def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table) -> str:
+def _write_ipc(sink: Any, table: pa.Table) -> None:
+    with ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table,
+                    pool: ScratchPool | None = None) -> str:
     """Write one file of a version and return its checksum. Bytes and buffers are written as
-    they are; a table is written as an Arrow IPC file straight to disk (no in-memory copy of
-    the file first: for the embeddings that copy was as large as the file)."""
-    nbytes = data.nbytes if isinstance(data, pa.Table) else memoryview(data).nbytes
-    with open_data_file(path, nbytes) as fh:
+    they are, a table as an Arrow IPC file.
+
+    From ``DIRECT_MIN_BYTES`` up, the file is assembled in a page-aligned image (``pool``
+    lends it; a table is serialised straight into it, its size known from a dry run) and
+    written around the page cache in one call (:func:`atomic.write_image`); the checksum is
+    taken from the image.
+    """
+    size = memoryview(data).nbytes if not isinstance(data, pa.Table) else _ipc_size(data)
+    if size < DIRECT_MIN_BYTES:
         if isinstance(data, pa.Table):
-            sink = _HashingSink(fh)
-            with ipc.new_file(pa.PythonFile(sink, mode="w"), data.schema) as writer:
-                writer.write_table(data)
-            return str(sink.hasher.hexdigest())
-        write_chunked(fh, data)
-    return checksum_bytes(data)
+            sink = pa.BufferOutputStream()
+            _write_ipc(sink, data)
+            data = sink.getvalue()
+        with open(path, "wb") as fh:
+            write_chunked(fh, data)
+        return checksum_bytes(data)
+    image = image_buffer(size, pool)
+    if isinstance(data, pa.Table):
+        _write_ipc(pa.FixedSizeBufferWriter(pa.py_buffer(image)), data)
+    else:
+        np.copyto(image[:size], np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8))
+    write_image(path, image, size)
+    return checksum_bytes(image[:size])
+
+
+def _ipc_size(table: pa.Table) -> int:
+    """The bytes of ``table`` as an Arrow IPC file (a dry run: nothing is copied)."""
+    mock = pa.MockOutputStream()
+    _write_ipc(mock, table)
+    return int(mock.size())
 
 
 def embeddings_table(kept: pl.DataFrame) -> tuple[pa.Table, int | None]:
@@ -435,6 +442,9 @@ class StoreWriter:
         # disk writes back while the next buckets are computed instead of all at the commit
         # (the executor starts its thread at the first file).
         self._syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arrowdedup-fsync")
+        # The page-aligned images the large files are assembled in, reused from bucket to
+        # bucket (one is in use at a time: the writer writes one file at a time).
+        self._images = ScratchPool(max_free=1)
         self._synced: list[Future[None]] = []
         self._stack = contextlib.ExitStack()
         self.tmp: Path | None = None
@@ -483,7 +493,7 @@ class StoreWriter:
                                  "(run the job again)")
             digest = data.checksum
         else:
-            digest = write_into(self.tmp, rel, data)
+            digest = write_into(self.tmp, rel, data, self._images)
         self.written.append(path)
         self._synced.append(self._syncer.submit(fsync_file, path))
         self.files[rel] = {"rows": rows, CHECKSUM: digest}
