@@ -305,30 +305,47 @@ def _fixed_rows(column: pa.ChunkedArray, base: int, size: int
     return spans
 
 
+# From this many runs a bucket's rows are read by one jitted loop (_pread_jit), which
+# holds no GIL between reads; fewer runs are read from Python (no Numba to load for them).
+JIT_MIN_RUNS = 64
+
+
 def _pread_rows(path: str, spans: list[tuple[int, int, int]], rows: np.ndarray,
                 out: np.ndarray) -> None:
     """Read ``rows`` (increasing) of a fixed-width column straight from the file into
-    ``out`` (one row per ``row_bytes``): one ``preadv`` per run of consecutive rows."""
+    ``out`` (one row per ``row_bytes``): one ``pread`` per run of consecutive rows."""
     starts = np.cumsum([0] + [n for n, _, _ in spans])
     chunk = np.searchsorted(starts, rows, side="right") - 1
     # A run ends where the next row is not the next one, or lies in another chunk.
     breaks = np.flatnonzero((np.diff(rows) != 1) | (np.diff(chunk) != 0)) + 1
-    run_lo = np.concatenate([[0], breaks]).tolist()
-    run_hi = np.concatenate([breaks, [rows.size]]).tolist()
-    flat = out.reshape(-1).view(np.uint8).data  # a memoryview of out's bytes
+    run_lo = np.concatenate([[0], breaks]).astype(np.int64)
+    run_hi = np.concatenate([breaks, [rows.size]]).astype(np.int64)
+    run_chunk = chunk[run_lo] if rows.size else np.zeros(0, dtype=np.int64)
+    first = np.array([f for _, f, _ in spans] or [0], dtype=np.int64)[run_chunk]
+    row_bytes = np.array([b for _, _, b in spans] or [0], dtype=np.int64)[run_chunk]
+    offsets = first + (rows[run_lo].astype(np.int64) - starts[run_chunk]) * row_bytes
+    lengths = (run_hi - run_lo) * row_bytes
+    dst = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    flat = out.reshape(-1).view(np.uint8)
     fd = os.open(path, os.O_RDONLY)
     try:
-        for lo, hi in zip(run_lo, run_hi, strict=True):
-            c = int(chunk[lo])
-            _, first, row_bytes = spans[c]
-            offset = first + (int(rows[lo]) - int(starts[c])) * row_bytes
-            view = flat[lo * row_bytes:hi * row_bytes]
-            while view.nbytes:
-                got = os.preadv(fd, [view], offset)
+        done = 0
+        if offsets.size >= JIT_MIN_RUNS:
+            from ._pread_jit import pread_runs
+
+            done = pread_runs(fd, flat, dst, offsets, lengths)
+        # The rest from Python: every run when they are few, else the run the jitted loop
+        # could not finish (an error or a short file: raised here, with its reason).
+        view = flat.data
+        for i in range(done, offsets.size):
+            target = view[int(dst[i]):int(dst[i] + lengths[i])]
+            offset = int(offsets[i])
+            while target.nbytes:
+                got = os.preadv(fd, [target], offset)
                 if got <= 0:
                     raise InputError(f"{path} is shorter than its Arrow IPC footer says; "
                                      "re-export the file")
-                view, offset = view[got:], offset + got
+                target, offset = target[got:], offset + got
     finally:
         os.close(fd)
 

@@ -175,13 +175,18 @@ def _gathered(tables: list[pa.Table], bucket: int, buckets: int) -> pa.Table | N
     return (pa.concat_tables(parts) if len(parts) > 1 else parts[0]) if parts else None
 
 
-def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jit_min_runs", [1, 10**9])
+def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path, jit_min_runs: int,
+                                                        monkeypatch) -> None:
     """IPC files (several record batches, uncompressed or compressed, float32 and float64
     lists) give each bucket the same table as a gather from the whole input: same values,
-    types and chunks."""
+    types and chunks, whether the embeddings' runs are read by the jitted loop or from
+    Python."""
     import pyarrow.ipc as pa_ipc
 
     from arrowdedup import job
+
+    monkeypatch.setattr(job, "JIT_MIN_RUNS", jit_min_runs)
 
     frame = corpus(docs=40, per_doc=30)
     table = frame.to_arrow()
@@ -214,6 +219,23 @@ def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path) -> None:
         assert got is not None and want is not None
         assert got.schema.equals(want.schema) and got.equals(want), b
         assert [c.num_chunks for c in got.columns] == [c.num_chunks for c in want.columns]
+
+
+@pytest.mark.parametrize("jit_min_runs", [1, 10**9])
+def test_rows_past_the_end_of_the_file_are_refused(tmp_path: Path, jit_min_runs: int,
+                                                   monkeypatch) -> None:
+    from arrowdedup import InputError, job
+
+    monkeypatch.setattr(job, "JIT_MIN_RUNS", jit_min_runs)
+    path = tmp_path / "short.bin"
+    path.write_bytes(bytes(range(200)) * 8)  # 1,600 bytes: rows of 16 bytes at offset 64
+    out = np.zeros((4, 4), dtype=np.float32)
+    job._pread_rows(str(path), [(100, 64, 16)], np.array([0, 1, 5, 9]), out)
+    want = np.frombuffer(path.read_bytes(), dtype=np.uint8)
+    rows = [want[64 + 16 * r:80 + 16 * r] for r in (0, 1, 5, 9)]
+    assert out.view(np.uint8).tobytes() == b"".join(r.tobytes() for r in rows)
+    with pytest.raises(InputError, match="shorter than its Arrow IPC footer"):
+        job._pread_rows(str(path), [(100, 64, 16)], np.array([0, 1, 95, 99]), out)
 
 
 def test_a_ray_worker_reuses_its_mapping_until_the_file_changes(tmp_path: Path) -> None:
