@@ -15,10 +15,10 @@ job: the corpus is processed one bucket at a time and a corpus larger than memor
 Rows reach a bucket without loading the corpus:
 
 - Arrow IPC *files* are memory-mapped (once per run by the local engine) and each bucket
-  takes its rows from them: the embeddings (fixed-width lists) with ``preadv`` straight into
-  the bucket's array (faulting scattered rows in through the mapping would map, and count as
-  resident, several times the bytes read), the other columns taken from the mapping record
-  batch by record batch;
+  takes its rows from them: the embeddings (fixed-width lists) with one ``pread`` per run of
+  rows straight into the bucket's array, issued by a jitted loop that holds no GIL (faulting
+  scattered rows in through the mapping would map, and count as resident, several times the
+  bytes read), the other columns taken from the mapping record batch by record batch;
 - in-memory tables (and documents after extraction and embedding) are used as they are, and
   Parquet inputs up to ``memory_budget`` (default 2 GiB uncompressed, local engine) are read
   whole, which is faster than a round trip through the disk;
@@ -373,8 +373,9 @@ def _gather_mapped(path: str, table: pa.Table, rows: np.ndarray, base: int,
     """``rows`` (increasing) of a memory-mapped IPC table.
 
     Fixed-width list columns (the embeddings, most of the bytes) are read from the file with
-    ``preadv`` instead of through the mapping: a bucket's rows lie in runs of one document
-    spread over the whole file, and faulting them in maps far more of the file than is read
+    ``pread`` (:func:`_pread_rows`) instead of through the mapping: a bucket's rows lie in
+    runs of one document spread over the whole file, and faulting them in maps far more of
+    the file than is read
     (the kernel maps whole folios around each fault: measured on the 250k-row benchmark file,
     one bucket's 25 MB of embeddings mapped 180 MB), all of it resident until the run ends.
     The other columns are taken from the mapping batch by batch (:func:`_take_rows`).
