@@ -732,7 +732,9 @@ def process_bucket(
     timings["encode"] = timings.get("encode", 0.0) + fingerprint_s
     if job.staging is not None and _on_driver_node(job.node):
         start = time.perf_counter()
-        out = write_staged(job.staging, out)
+        # The file images come from the worker's pool: the buffers its earlier buckets
+        # were read into, already faulted in.
+        out = write_staged(job.staging, out, cache.pool if cache is not None else None)
         timings["write"] = time.perf_counter() - start
     return out, BucketSummary(documents=result.documents, timings=timings)
 

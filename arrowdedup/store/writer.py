@@ -243,14 +243,16 @@ class StagedFile:
     checksum: str
 
 
-def write_staged(staging: str | Path, out: BucketOutput) -> BucketOutput:
+def write_staged(staging: str | Path, out: BucketOutput,
+                 pool: ScratchPool | None = None) -> BucketOutput:
     """``out`` with its files written under ``staging`` by this process, as :class:`StagedFile`
     entries. A Ray task on the driver's machine does this, so its bucket reaches the disk
     without travelling through Ray's object store to the driver (which held every bucket in
     flight in shared memory: 0.7 GB of the driver's 1 GB at 1M rows). The writer still fsyncs
     each file and lists it in the manifest; a run that fails removes the directory as before.
+    ``pool`` lends the images of the large files (a Ray worker's, reused across its tasks).
     """
-    files = [(rel, StagedFile(write_into(Path(staging), rel, data)), rows)
+    files = [(rel, StagedFile(write_into(Path(staging), rel, data, pool)), rows)
              for rel, data, rows in out.files]
     return dataclasses.replace(out, files=files)
 
