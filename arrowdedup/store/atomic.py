@@ -22,10 +22,10 @@ import numpy as np
 
 from ..scratch import ScratchPool
 
-# The most bytes handed to one ``write`` call. One 48 MB write (a bucket's embeddings) cost
-# the kernel 4-8x the system time of the same bytes in writes of 8 MB or less (16 such files:
-# 1.1-1.8 s against 0.2 s, measured on these machines), and the store's writes are on a
-# job's path.
+# The most bytes handed to one ``write`` call through the page cache. One 48 MB write (a
+# bucket's embeddings) cost the kernel 4-8x the system time of the same bytes in writes of
+# 8 MB or less (16 such files: 1.1-1.8 s against 0.2 s, measured on these machines), and the
+# store's writes are on a job's path. (O_DIRECT writes, see write_image, go in one call.)
 WRITE_CHUNK = 4 << 20
 
 
