@@ -313,19 +313,22 @@ JIT_MIN_RUNS = 64
 def _pread_rows(path: str, spans: list[tuple[int, int, int]], rows: np.ndarray,
                 out: np.ndarray) -> None:
     """Read ``rows`` (increasing) of a fixed-width column straight from the file into
-    ``out`` (one row per ``row_bytes``): one ``pread`` per run of consecutive rows."""
+    ``out`` (one row per ``row_bytes``, the same in every chunk of the column): one
+    ``pread`` per run of consecutive rows."""
+    if not rows.size:
+        return
+    row_bytes = spans[0][2]
     starts = np.cumsum([0] + [n for n, _, _ in spans])
     chunk = np.searchsorted(starts, rows, side="right") - 1
     # A run ends where the next row is not the next one, or lies in another chunk.
     breaks = np.flatnonzero((np.diff(rows) != 1) | (np.diff(chunk) != 0)) + 1
     run_lo = np.concatenate([[0], breaks]).astype(np.int64)
     run_hi = np.concatenate([breaks, [rows.size]]).astype(np.int64)
-    run_chunk = chunk[run_lo] if rows.size else np.zeros(0, dtype=np.int64)
-    first = np.array([f for _, f, _ in spans] or [0], dtype=np.int64)[run_chunk]
-    row_bytes = np.array([b for _, _, b in spans] or [0], dtype=np.int64)[run_chunk]
+    run_chunk = chunk[run_lo]
+    first = np.array([f for _, f, _ in spans], dtype=np.int64)[run_chunk]
     offsets = first + (rows[run_lo].astype(np.int64) - starts[run_chunk]) * row_bytes
+    dst = run_lo * row_bytes  # where each run goes in ``out``
     lengths = (run_hi - run_lo) * row_bytes
-    dst = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     flat = out.reshape(-1).view(np.uint8)
     fd = os.open(path, os.O_RDONLY)
     try:

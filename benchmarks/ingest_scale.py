@@ -209,7 +209,9 @@ class _StagedDirectFile:
             return
         self.closed = True
         size = self.size + self.fill
-        padded = -(-self.fill // 4096) * 4096 if self.direct else self.fill
+        from arrowdedup.store.atomic import padded_size
+
+        padded = padded_size(self.fill) if self.direct else self.fill
         self.stage[self.fill:padded] = 0
         self._drain(padded)
         os.ftruncate(self.fd, size)

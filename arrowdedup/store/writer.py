@@ -302,12 +302,12 @@ def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table,
     written around the page cache in one call (:func:`atomic.write_image`); the checksum is
     taken from the image.
     """
-    size = memoryview(data).nbytes if not isinstance(data, pa.Table) else _ipc_size(data)
+    if isinstance(data, pa.Table) and data.nbytes < DIRECT_MIN_BYTES:
+        sink = pa.BufferOutputStream()
+        _write_ipc(sink, data)
+        data = sink.getvalue()
+    size = _ipc_size(data) if isinstance(data, pa.Table) else memoryview(data).nbytes
     if size < DIRECT_MIN_BYTES:
-        if isinstance(data, pa.Table):
-            sink = pa.BufferOutputStream()
-            _write_ipc(sink, data)
-            data = sink.getvalue()
         with open(path, "wb") as fh:
             write_chunked(fh, data)
         return checksum_bytes(data)
