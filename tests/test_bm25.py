@@ -230,6 +230,43 @@ def test_numba_and_numpy_builds_write_identical_files(tmp_path: Path, monkeypatc
         assert (small / name).read_bytes() == (large / name).read_bytes(), name
 
 
+def test_a_driver_without_numba_builds_the_large_index_with_numpy(tmp_path: Path) -> None:
+    """A process that has not loaded Numba (a Ray driver: its workers tokenised the buckets)
+    merges and scores a large index with NumPy instead of loading Numba for one pass, and
+    writes the bytes the Numba build writes."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "import polars as pl\n"
+        "from arrowdedup.retrieval import bm25\n"
+        "bm25.JIT_MIN_TEXTS = 10**9  # the Python tokenizer: no Numba in the workers' part\n"
+        "texts = Path(sys.argv[2]).read_text(encoding='utf-8').split('\\n')\n"
+        "builder = bm25.Bm25Builder()\n"
+        "for lo, hi in ((0, 7_500), (7_500, 15_000), (15_000, 22_500), (22_500, 30_000)):\n"
+        "    part = builder.encode(pl.DataFrame({'text': texts[lo:hi]}))\n"
+        "    assert part.doc_rows.shape[0] < bm25.JIT_MIN_POSTINGS\n"
+        "    builder.add(part, hi - lo)\n"
+        "assert sum(p.doc_rows.shape[0] for p, _ in builder._parts) >= bm25.JIT_MIN_POSTINGS\n"
+        "builder.finish(Path(sys.argv[1]))\n"
+        "assert 'numba' not in sys.modules, 'the finish loaded Numba'\n")
+    texts = corpus(30_000, seed=3)
+    (tmp_path / "texts.txt").write_text("\n".join(texts), encoding="utf-8")
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "numpy"),
+                           str(tmp_path / "texts.txt")], cwd=root,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    jitted = _build(texts, tmp_path / "numba", splits=(7_500, 15_000, 22_500))
+    assert bm25_module._finish_jitted(10**9)  # Numba is loaded in this process
+    numpy_built = tmp_path / "numpy" / "bm25"
+    assert sorted(p.name for p in numpy_built.iterdir()) == sorted(p.name for p in jitted.iterdir())
+    for path in jitted.iterdir():
+        assert (numpy_built / path.name).read_bytes() == path.read_bytes(), path.name
+
+
 def test_index_files_do_not_depend_on_the_thread_count(tmp_path: Path, monkeypatch) -> None:
     """The merge places buckets on parallel threads and the scores are computed in parallel
     blocks of ``SCORE_BLOCK`` postings: one Numba thread and two write the same bytes, over
