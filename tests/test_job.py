@@ -293,6 +293,34 @@ def test_a_ray_run_that_started_ray_stops_it_before_returning(tmp_path: Path) ->
     assert result.kept.collect().height == local.kept.collect().height
 
 
+def test_a_ray_cluster_the_run_starts_gives_its_workers_one_thread_pools(monkeypatch) -> None:
+    """Each task reserves one CPU, so the workers of a cluster ``ray_start`` starts size
+    Polars' and Numba's pools to one thread; a value the user set is kept, and this process's
+    environment is as it was."""
+    ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
+    from arrowdedup import job
+
+    if ray.is_initialized():
+        ray.shutdown()
+    monkeypatch.delenv("POLARS_MAX_THREADS", raising=False)
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "2")
+    before = dict(os.environ)
+
+    def pools() -> tuple[str | None, str | None, int]:
+        import polars
+
+        return (os.environ.get("POLARS_MAX_THREADS"), os.environ.get("NUMBA_NUM_THREADS"),
+                polars.thread_pool_size())
+
+    assert job.ray_start(None)
+    try:
+        assert dict(os.environ) == before
+        got = ray.get(ray.remote(num_cpus=1)(pools).remote())
+    finally:
+        job.stop_ray()
+    assert got == ("1", "2", 1)
+
+
 def test_one_thread_means_one_bucket_at_a_time(tmp_path: Path, monkeypatch) -> None:
     """``threads=1`` works on one bucket at a time (the single-thread benchmark row is single
     threaded); any other count keeps ``LOCAL_AHEAD + 1`` buckets in flight. The store is the
