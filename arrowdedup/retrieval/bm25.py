@@ -238,9 +238,13 @@ class Bm25Builder:
             df = np.diff(indptr).astype(np.float64)
             idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
             tf64 = tf.astype(np.float64)
-            norm = K1 * ((1.0 - B) + B * doc_len[doc_rows] / avg)
-            tfc = (tf64 / (norm + tf64)).astype(np.float32)
-            data = np.repeat(idf, np.diff(indptr)) * tfc
+            # Each document's length norm once, then one gather per posting (the kernel's
+            # order: the same expression per document, so the same bits), in place after.
+            norm = (K1 * ((1.0 - B) + B * doc_len / avg))[doc_rows]
+            norm += tf64
+            np.divide(tf64, norm, out=norm)
+            data = norm.astype(np.float32)
+            data *= np.repeat(idf, np.diff(indptr))
         out = Path(version_dir) / BM25_DIR
         out.mkdir(parents=True, exist_ok=True)
         # np.asarray: no copy when the dtype already matches (the usual case). The two large
