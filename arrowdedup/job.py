@@ -823,8 +823,9 @@ def _local(source: BucketSource, job: BucketJob, timings: dict[str, float] | Non
 
 # The thread pools of a Ray worker sized to the one CPU each task reserves (``num_cpus=1``),
 # as Ray itself sizes OpenMP's: left at the machine's core count, every worker ran Polars' and
-# Numba's pools beside the others' on the same cores. A 1M run on 2 cores spent 4.63 s after
-# ray.init (median of 5) against 5.55 s with the pools at their defaults.
+# Numba's pools beside the others' on the same cores. A 1M run on 2 cores, seconds after
+# ray.init: 4.63 against 5.55 with the fact guard off (medians of 5, pools at their defaults
+# for the second); 5.13 against 5.68 with the default config (medians of 4, alternating).
 ONE_CPU_POOLS = {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
 
 

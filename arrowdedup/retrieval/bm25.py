@@ -154,9 +154,9 @@ def _finish_jitted(postings: int) -> bool:
     """Whether the commit's merge and scores take the jitted kernels: from
     ``JIT_MIN_POSTINGS`` postings on, in a process that has Numba loaded already (the local
     engine's, whose workers tokenised the buckets with it). A Ray driver has not: loading Numba
-    for this one pass cost it more than the NumPy twin (at 1M, 0.66 s cold against 0.38 s for
-    NumPy; 0.12 s once Numba is loaded). Both write the same bytes (a test holds them to it),
-    so the engine does not show in the index."""
+    for this one pass cost it more than the NumPy twin (at 1M, 0.64-0.67 s with Numba's load
+    against 0.33-0.55 s for NumPy in fresh processes; 0.12 s once Numba is loaded). Both write
+    the same bytes (a test holds them to it), so the engine does not show in the index."""
     return postings >= JIT_MIN_POSTINGS and "numba" in sys.modules
 
 
