@@ -353,6 +353,17 @@ def _pread_rows(path: str, spans: list[tuple[int, int, int]], rows: np.ndarray,
         os.close(fd)
 
 
+def _load_reader() -> None:
+    """Load the jitted reader's code with a call that reads nothing. Done before a bucket's
+    read buffer is taken: a process's first load (Numba's import and registry, ~0.4 s
+    holding the GIL) then runs while the local engine's prefault thread writes that buffer's
+    pages on the other core (:meth:`scratch.ScratchPool.prefault`)."""
+    from ._pread_jit import pread_runs
+
+    nothing = np.empty(0, np.int64)
+    pread_runs(-1, np.empty(0, np.uint8), nothing, nothing, nothing)
+
+
 def _take_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
     """``rows`` (increasing) of ``table`` as one chunk, taken record batch by record batch: the
     input's columns are never combined into one copy, and no string column is converted
@@ -383,13 +394,10 @@ def _gather_mapped(path: str, table: pa.Table, rows: np.ndarray, base: int,
     one bucket's 25 MB of embeddings mapped 180 MB), all of it resident until the run ends.
     The other columns are taken from the mapping batch by batch (:func:`_take_rows`).
     """
-    direct = {}
-    # os.preadv is POSIX (Linux, macOS 11+, BSD); elsewhere every column is taken.
-    for name in table.column_names if hasattr(os, "preadv") else ():
-        spans = _fixed_rows(table.column(name), base, size)
-        if spans is not None:
-            direct[name] = spans
+    direct = _direct_columns(table, base, size)
     part = _take_rows(table.drop_columns(list(direct)) if direct else table, rows)
+    if direct and rows.size and np.count_nonzero(np.diff(rows) != 1) + 1 >= JIT_MIN_RUNS:
+        _load_reader()  # before the buffer is taken (see _load_reader)
     for name, spans in direct.items():
         field = table.schema.field(name)
         kind = field.type
@@ -400,6 +408,29 @@ def _gather_mapped(path: str, table: pa.Table, rows: np.ndarray, base: int,
             pa.array(values.reshape(-1), type=kind.value_type), kind.list_size)
         part = part.add_column(table.column_names.index(name), field, array)
     return part
+
+
+def _direct_columns(table: pa.Table, base: int, size: int) -> dict[str, list[tuple[int, int, int]]]:
+    """The columns of a mapped table that are read with ``pread`` (:func:`_fixed_rows`), with
+    their spans; none where ``os.preadv`` is missing (it is POSIX: Linux, macOS 11+, BSD)."""
+    direct = {}
+    for name in table.column_names if hasattr(os, "preadv") else ():
+        spans = _fixed_rows(table.column(name), base, size)
+        if spans is not None:
+            direct[name] = spans
+    return direct
+
+
+def _first_reads(source: BucketSource, cache: SourceCache, buckets: int) -> list[int]:
+    """The bytes of the ``pread`` buffers the first ``buckets`` buckets take, for the pool
+    to prefault (one input file: the common case; none otherwise)."""
+    if source.partitioned or len(source.files) != 1 or source.files[0].startswith("mem:"):
+        return []
+    path = source.files[0]
+    table, base, size = cache.mapping(path)
+    widths = [spans[0][2] for spans in _direct_columns(table, base, size).values()]
+    counts = np.bincount(cache.ids[path], minlength=source.buckets)[:buckets]
+    return [int(n) * w for n in counts for w in widths]
 
 
 def _bucket_ids(table: pa.Table, buckets: int) -> np.ndarray:
@@ -798,7 +829,19 @@ def _local(source: BucketSource, job: BucketJob, timings: dict[str, float] | Non
             yield done
         return
     in_flight = buckets_in_flight(job.threads)
-    with ThreadPoolExecutor(max_workers=in_flight) as pool:
+    prefault = None
+    if in_flight > 1:
+        # The first buckets' read buffers, written ahead on a thread of their own while the
+        # workers load their code (below), and as many again for the kept rows they gather
+        # (a kept set fits in its bucket's read size).
+        sizes = _first_reads(source, cache, in_flight)
+        if sizes:
+            prefault = threading.Thread(target=cache.pool.prefault, args=(sizes * 2,),
+                                        name="arrowdedup-prefault", daemon=True)
+            prefault.start()
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(max_workers=in_flight) as pool:
+        if prefault is not None:
+            stack.callback(prefault.join)
         pending: dict[int, Future[Any]] = {}
         nxt = 0
 

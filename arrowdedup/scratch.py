@@ -20,7 +20,7 @@ import contextlib
 import contextvars
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -53,6 +53,7 @@ class ScratchPool:
         self._lock = threading.Lock()
         self.allocated = 0  # buffers allocated (the rest of the requests were reuses)
         self.reused = 0
+        self.prefaulted = 0  # buffers allocated and written ahead by prefault
 
     def _reclaim(self) -> None:
         # A lent buffer referenced only by ``_lent`` and by getrefcount's own argument has no
@@ -89,6 +90,23 @@ class ScratchPool:
                 self.allocated += 1
             self._lent.append(buf)
         return _aligned(buf, nbytes, align).view(kind).reshape(shape)
+
+
+    def prefault(self, sizes: Sequence[int]) -> None:
+        """Allocate a buffer for a request of each of ``sizes`` bytes, write every page of it
+        (NumPy's fill holds no GIL) and only then add it to the free buffers: run on a thread
+        of its own while the job's workers load their code, so their first buffers come
+        already faulted in (a first touch is the costly part of fresh memory here, see the
+        module docstring). A request arriving before a buffer is ready allocates its own, as
+        without this; no buffer is ever lent while it is being written."""
+        for nbytes in sizes:
+            if nbytes < self._min_bytes:
+                continue
+            buf = np.empty(int(nbytes * HEADROOM) + ALIGN, dtype=np.uint8)
+            buf.fill(0)
+            with self._lock:
+                self._free.append(buf)
+                self.prefaulted += 1
 
 
 _POOL: contextvars.ContextVar[ScratchPool | None] = contextvars.ContextVar(

@@ -79,7 +79,22 @@ def test_a_job_reusing_its_buffers_writes_the_same_store(tmp_path: Path, monkeyp
     monkeypatch.setattr(job.SourceCache, "__init__", init)
     ingest_to_store(path, tmp_path / "pooled", buckets=4)
     assert pools and sum(p.reused for p in pools) > 0
+    # The local engine wrote its first buckets' read buffers ahead (and as many for their
+    # kept rows): four buffers for two buckets in flight, lent like any other.
+    assert sum(p.prefaulted for p in pools) == 4
     assert data_files(tmp_path / "pooled") == data_files(tmp_path / "fresh")
+
+
+def test_prefaulted_buffers_are_lent_like_reclaimed_ones() -> None:
+    pool = scratch.ScratchPool(min_bytes=1024)
+    pool.prefault([4096, 512, 8192])  # the request below min_bytes gets no buffer
+    assert pool.prefaulted == 2 and pool.allocated == 0
+    small = pool.empty((1024,), np.float32)  # 4 KiB: the smallest buffer that fits
+    large = pool.empty((2048,), np.float32)  # 8 KiB: the other one
+    assert pool.reused == 2 and pool.allocated == 0
+    assert small.ctypes.data % 64 == 0 and large.ctypes.data % 64 == 0
+    pool.empty((2048,), np.float32)  # none left: a fresh buffer
+    assert pool.allocated == 1
 
 
 def test_small_pages_switches_numpys_advice_off_and_restores_it(monkeypatch) -> None:
