@@ -98,12 +98,16 @@ class ScratchPool:
         of its own while the job's workers load their code, so their first buffers come
         already faulted in (a first touch is the costly part of fresh memory here, see the
         module docstring). A request arriving before a buffer is ready allocates its own, as
-        without this; no buffer is ever lent while it is being written."""
+        without this; no buffer is ever lent while it is being written. Writing ahead is only
+        a head start: short of memory for it, it stops, and the job allocates as it goes."""
         for nbytes in sizes:
             if nbytes < self._min_bytes:
                 continue
-            buf = np.empty(int(nbytes * HEADROOM) + ALIGN, dtype=np.uint8)
-            buf.fill(0)
+            try:
+                buf = np.empty(int(nbytes * HEADROOM) + ALIGN, dtype=np.uint8)
+                buf.fill(0)
+            except MemoryError:
+                return
             with self._lock:
                 self._free.append(buf)
                 self.prefaulted += 1

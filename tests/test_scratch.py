@@ -97,6 +97,17 @@ def test_prefaulted_buffers_are_lent_like_reclaimed_ones() -> None:
     assert pool.allocated == 1
 
 
+def test_prefault_short_of_memory_stops_without_raising(monkeypatch) -> None:
+    pool = scratch.ScratchPool(min_bytes=0)
+
+    def refuse(*args: object, **kwargs: object) -> np.ndarray:
+        raise MemoryError
+
+    monkeypatch.setattr(scratch.np, "empty", refuse)
+    pool.prefault([4096, 8192])  # raised on its own thread, it would only print a traceback
+    assert pool.prefaulted == 0
+
+
 def test_small_pages_switches_numpys_advice_off_and_restores_it(monkeypatch) -> None:
     calls: list[bool] = []
     state = {"huge": True}
