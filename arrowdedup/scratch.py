@@ -91,7 +91,6 @@ class ScratchPool:
             self._lent.append(buf)
         return _aligned(buf, nbytes, align).view(kind).reshape(shape)
 
-
     def prefault(self, sizes: Sequence[int]) -> None:
         """Allocate a buffer for a request of each of ``sizes`` bytes, write every page of it
         (NumPy's fill holds no GIL) and only then add it to the free buffers: run on a thread
