@@ -310,13 +310,13 @@ def _fixed_rows(column: pa.ChunkedArray, base: int, size: int
 JIT_MIN_RUNS = 64
 
 
-def _pread_rows(path: str, spans: list[tuple[int, int, int]], rows: np.ndarray,
-                out: np.ndarray) -> None:
-    """Read ``rows`` (increasing) of a fixed-width column straight from the file into
-    ``out`` (one row per ``row_bytes``, the same in every chunk of the column): one
-    ``pread`` per run of consecutive rows."""
-    if not rows.size:
-        return
+# Each run of consecutive rows: (file offsets, positions in the output, lengths), in bytes.
+Runs: TypeAlias = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _runs(spans: list[tuple[int, int, int]], rows: np.ndarray) -> Runs:
+    """The runs of ``rows`` (increasing, at least one) of a fixed-width column (one row per
+    ``row_bytes``, the same in every chunk): one ``pread`` each."""
     row_bytes = spans[0][2]
     starts = np.cumsum([0] + [n for n, _, _ in spans])
     chunk = np.searchsorted(starts, rows, side="right") - 1
@@ -327,8 +327,23 @@ def _pread_rows(path: str, spans: list[tuple[int, int, int]], rows: np.ndarray,
     run_chunk = chunk[run_lo]
     first = np.array([f for _, f, _ in spans], dtype=np.int64)[run_chunk]
     offsets = first + (rows[run_lo].astype(np.int64) - starts[run_chunk]) * row_bytes
-    dst = run_lo * row_bytes  # where each run goes in ``out``
+    dst = run_lo * row_bytes  # where each run goes in the output
     lengths = (run_hi - run_lo) * row_bytes
+    return offsets, dst, lengths
+
+
+def _pread_rows(path: str, spans: list[tuple[int, int, int]], rows: np.ndarray,
+                out: np.ndarray) -> None:
+    """Read ``rows`` (increasing) of a fixed-width column straight from the file into
+    ``out`` (one row per ``row_bytes``, the same in every chunk of the column): one
+    ``pread`` per run of consecutive rows."""
+    if rows.size:
+        _read_runs(path, _runs(spans, rows), out)
+
+
+def _read_runs(path: str, runs: Runs, out: np.ndarray) -> None:
+    """Read ``runs`` (:func:`_runs`) from the file into ``out``."""
+    offsets, dst, lengths = runs
     flat = out.reshape(-1).view(np.uint8)
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -396,14 +411,15 @@ def _gather_mapped(path: str, table: pa.Table, rows: np.ndarray, base: int,
     """
     direct = _direct_columns(table, base, size)
     part = _take_rows(table.drop_columns(list(direct)) if direct else table, rows)
-    if direct and rows.size and np.count_nonzero(np.diff(rows) != 1) + 1 >= JIT_MIN_RUNS:
-        _load_reader()  # before the buffer is taken (see _load_reader)
-    for name, spans in direct.items():
+    runs = {name: _runs(spans, rows) for name, spans in direct.items()}
+    if any(offsets.size >= JIT_MIN_RUNS for offsets, _, _ in runs.values()):
+        _load_reader()  # before the buffers are taken (see _load_reader)
+    for name, column_runs in runs.items():
         field = table.schema.field(name)
         kind = field.type
         values = scratch.empty((rows.size, kind.list_size),
                                dtype=kind.value_type.to_pandas_dtype())
-        _pread_rows(path, spans, rows, values)
+        _read_runs(path, column_runs, values)
         array = pa.FixedSizeListArray.from_arrays(
             pa.array(values.reshape(-1), type=kind.value_type), kind.list_size)
         part = part.add_column(table.column_names.index(name), field, array)
