@@ -268,6 +268,46 @@ def _word_index(data: np.ndarray, s: int, e: int, scratch: np.ndarray, word_keys
 
 
 @numba.njit(inline="always")
+def _hyphen_parts(data: np.ndarray, s: int, e: int, out: np.ndarray, n_out: int,
+                  scratch: np.ndarray, word_keys: np.ndarray, word_values: np.ndarray,
+                  word_filter: np.ndarray) -> int:
+    """The facts of the parts of the hyphenated word ``data[s:e]`` that no word list knows
+    whole: a number word, an opposite or a date among its parts is stated as the part alone
+    would state it ("four-stage" the number 4 as "four stage" does, "server-side" the opposite
+    "server", "read-only" the opposite "read"). A negation word is not ("no-op", "non-empty"
+    negate nothing of the sentence)."""
+    q = s
+    while q < e:
+        r = q
+        while r < e and data[r] != 45:
+            r += 1
+        if r > q and (q > s or r < e):
+            idx = _word_index(data, q, r, scratch, word_keys, word_filter)
+            if idx >= 0:
+                val = word_values[idx]
+                vk = int(val >> np.uint64(61))
+                if vk == 0:
+                    # A number word's value, written out in digits as a number is hashed.
+                    digits = int(val & np.uint64(0xFFFFFFFF))
+                    nd = 0
+                    while True:
+                        scratch[nd] = 48 + digits % 10
+                        nd += 1
+                        digits //= 10
+                        if digits == 0:
+                            break
+                    for z in range(nd // 2):
+                        t = scratch[z]
+                        scratch[z] = scratch[nd - 1 - z]
+                        scratch[nd - 1 - z] = t
+                    n_out = _push(out, n_out, _xxh64_one(scratch, 0, nd), K_NUMBER)
+                elif vk != K_NEGATION:
+                    n_out = _push(out, n_out, val, vk)
+        q = r + 1
+    return n_out
+
+
+@numba.njit(inline="always")
 def _leading(n_chars: int, cp: int, first: int, second: int, third: int
              ) -> tuple[int, int, int]:
     """A piece's first three code points, once ``cp`` (its character number ``n_chars``) is
@@ -665,6 +705,7 @@ def _scan(
                 has_us = False
                 has_dot = False
                 has_slash = False
+                has_dash = False
                 prev_lower = False
                 first_cp = -1
                 second_cp = -1
@@ -719,6 +760,8 @@ def _scan(
                                     has_dot = True
                                 elif cq == 47:
                                     has_slash = True
+                                elif cq == 45:
+                                    has_dash = True
                             p += 1
                             continue
                         # A character of two or more bytes: never white space ('=', digits,
@@ -1032,6 +1075,9 @@ def _scan(
                             hm = _xxh64_one(data, ps, we)
                             n_out = _push(out, n_out, hm, kind)
                             kind = 0
+                        if idx < 0 and has_dash:
+                            n_out = _hyphen_parts(data, ps, we, out, n_out, scratch,
+                                                  word_keys, word_values, word_filter)
                         if idx < 0:
                             # "don't", "n'est": negation by affix.
                             if we - ps >= 3 and data[we - 1] == 116 and data[we - 2] == 39 \

@@ -26,11 +26,17 @@ The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted,
   capitalise ordinary words (German does: there, capitalised words are never names), and not
   in a Title Case text (most words capitalised); all-caps acronyms are not names;
 - ``opposite``: a word of the closed list :data:`OPPOSITES` (enable/disable, min/max,
-  leader/follower, odd/even, …, in the languages of the shared corpus); it
+  leader/follower, odd/even, incoming/outgoing, single/multiple, …, in the languages of the
+  shared corpus); it
   refuses a merge when the other segment says its antonym (a contradiction), or, for the
   strict types, when the other segment does not say it too;
 - ``negation``: one token for "the segment negates" (``not``, ``n't``, ``never``, ``nicht``,
   ``kein``, ``ne … pas``, ``不``, …): ``do not`` and ``don't`` are the same fact.
+
+A hyphenated word that no list knows whole states the number words, opposites and dates of its
+parts: "four-stage" the number 4 (as "four stage" does), "server-side" the opposite "server",
+"read-only" the opposite "read" (merge audits of the shared corpus found "a four-stage
+pipeline" merged into "a three-stage pipeline", and server-side into client-side metrics).
 
 Two facts come from outside the text scanner: each line of a ``table_row`` segment (a row is a
 record, "column: value" per line; lower case, white space folded) is an ``identifier``, and so
@@ -163,7 +169,7 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("accept accepts accepted accepting", "reject rejects rejected rejecting"),
     ("include includes included including", "exclude excludes excluded excluding"),
     ("increase increases increased increasing", "decrease decreases decreased decreasing"),
-    ("inbound ingress", "outbound egress"),
+    ("inbound ingress incoming", "outbound egress outgoing"),
     ("input inputs", "output outputs"),
     ("import imports imported importing", "export exports exported exporting"),
     ("read reads reading", "write writes written writing"),
@@ -257,6 +263,9 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("solicitud solicitação requisição", "respuesta resposta"),
     ("enviado enviada", "recibido recibida recebido recebida"),
     ("mínimo", "máximo"),
+    # Added after a merge audit; at the end, so the earlier pairs keep their fact values.
+    ("single", "multiple"),
+    ("programmatic programmatically", "declarative declaratively"),
 )
 POLAR_WORDS: dict[str, str] = {
     form: side.split()[0] for pair in OPPOSITES for side in pair for form in side.split()

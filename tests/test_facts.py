@@ -86,6 +86,18 @@ REFUSED = [
     ("Автентифікацію увімкнено.", "Автентифікацію вимкнено.", None, "uk", "opposite"),
     ("Uwierzytelnianie jest włączone.", "Uwierzytelnianie jest wyłączone.", None, "pl",
      "opposite"),
+    # The parts of a hyphenated word state what they would alone (pairs the merge audit of
+    # the English corpus found merged): a number word, an opposite, a date.
+    ("It runs as a four-stage pipeline:", "It runs as a three-stage pipeline:", None, None,
+     "number"),
+    ("Server-side metrics, when OBI instruments an application that serves requests:",
+     "Client-side metrics, when OBI instruments an application that sends requests:", None,
+     None, "opposite"),
+    ("Use a push-based exporter.", "Use a pull-based exporter.", None, None, "opposite"),
+    ("The release ships mid-June.", "The release ships in July.", None, None, "date"),
+    ("Incoming requests", "Outgoing requests", "heading", None, "opposite"),
+    ("Single instrumentation", "Multiple instrumentations", "heading", None, "opposite"),
+    ("Programmatic SDK setup", "Declarative SDK setup", "heading", None, "opposite"),
 ]
 
 COVERED = [
@@ -120,6 +132,11 @@ COVERED = [
     ("Cursor-based pagination returns a next_cursor value that you pass to fetch the next "
      "page.", "Cursor pagination returns a next_cursor field that you pass to fetch the "
      "following page.", None, None),
+    # A hyphenated number word is the number; "incoming" is "inbound"; a negation word inside
+    # a hyphenated word negates nothing.
+    ("It runs as a 4-stage pipeline.", "It runs as a four-stage pipeline.", None, None),
+    ("Incoming requests", "Inbound requests", "heading", None),
+    ("Register a no-op exporter.", "Register an exporter.", None, None),
     # A word in capitals is the same word capitalised (an acronym is hashed that way).
     ("WARNING: keep a backup.", "Warning: keep a backup.", None, None),
     ("INSTALLATION", "Installation", "heading", None),
