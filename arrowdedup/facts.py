@@ -26,7 +26,7 @@ The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted,
   capitalise ordinary words (German does: there, capitalised words are never names), and not
   in a Title Case text (most words capitalised); all-caps acronyms are not names;
 - ``opposite``: a word of the closed list :data:`OPPOSITES` (enable/disable, min/max,
-  leader/follower, odd/even, incoming/outgoing, single/multiple, …, in the languages of the
+  leader/follower, odd/even, incoming/outgoing, single/multiple, old/new, …, in the languages of the
   shared corpus); it
   refuses a merge when the other segment says its antonym (a contradiction), or, for the
   strict types, when the other segment does not say it too;
@@ -229,7 +229,7 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("soft", "hard"),
     ("online", "offline"),
     ("get gets getting", "set sets setting"),
-    ("oldest older", "newest newer"),
+    ("oldest older old", "newest newer new"),
     ("aktivieren aktiviert aktiviere", "deaktivieren deaktiviert deaktiviere"),
     ("erlauben erlaubt", "verbieten verboten"),
     ("hinzufügen hinzugefügt", "entfernen entfernt"),

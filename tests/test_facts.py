@@ -98,6 +98,8 @@ REFUSED = [
     ("Incoming requests", "Outgoing requests", "heading", None, "opposite"),
     ("Single instrumentation", "Multiple instrumentations", "heading", None, "opposite"),
     ("Programmatic SDK setup", "Declarative SDK setup", "heading", None, "opposite"),
+    ("OpenTelemetry Demo Old Front-end", "OpenTelemetry Demo New Front-end", None, None,
+     "opposite"),
 ]
 
 COVERED = [
