@@ -28,7 +28,9 @@ LOW = np.uint64((1 << 61) - 1)
 C_SPACE, C_PUNCT, C_LETTER, C_DIGIT, C_WIDE, C_APOS = 0, 1, 2, 3, 4, 5
 
 # At most this many facts per byte of a row: a piece (one byte or more) yields at most three
-# (a waiting number, a word or mention, its own fact), a quoted span (two bytes or more) one.
+# (a waiting number, a word or mention, its own fact), plus one per part of a hyphenated piece
+# (a part that states a fact has three letters or more, and a hyphen), and a quoted span (two
+# bytes or more) one.
 ROW_FACTS_PER_BYTE = 4
 
 # Word-table values: a negative value marks a unit (index into the unit table).
@@ -268,6 +270,25 @@ def _word_index(data: np.ndarray, s: int, e: int, scratch: np.ndarray, word_keys
 
 
 @numba.njit(inline="always")
+def _number_word_digits(val: np.uint64, out: np.ndarray) -> int:
+    """Write the value of a number word's table entry into ``out`` in decimal digits, as a
+    number in digits is hashed; the digit count."""
+    digits = int(val & np.uint64(0xFFFFFFFF))
+    nd = 0
+    while True:
+        out[nd] = 48 + digits % 10
+        nd += 1
+        digits //= 10
+        if digits == 0:
+            break
+    for z in range(nd // 2):
+        t = out[z]
+        out[z] = out[nd - 1 - z]
+        out[nd - 1 - z] = t
+    return nd
+
+
+@numba.njit(inline="always")
 def _hyphen_parts(data: np.ndarray, s: int, e: int, out: np.ndarray, n_out: int,
                   scratch: np.ndarray, word_keys: np.ndarray, word_values: np.ndarray,
                   word_filter: np.ndarray) -> int:
@@ -287,19 +308,7 @@ def _hyphen_parts(data: np.ndarray, s: int, e: int, out: np.ndarray, n_out: int,
                 val = word_values[idx]
                 vk = int(val >> np.uint64(61))
                 if vk == 0:
-                    # A number word's value, written out in digits as a number is hashed.
-                    digits = int(val & np.uint64(0xFFFFFFFF))
-                    nd = 0
-                    while True:
-                        scratch[nd] = 48 + digits % 10
-                        nd += 1
-                        digits //= 10
-                        if digits == 0:
-                            break
-                    for z in range(nd // 2):
-                        t = scratch[z]
-                        scratch[z] = scratch[nd - 1 - z]
-                        scratch[nd - 1 - z] = t
+                    nd = _number_word_digits(val, scratch)
                     n_out = _push(out, n_out, _xxh64_one(scratch, 0, nd), K_NUMBER)
                 elif vk != K_NEGATION:
                     n_out = _push(out, n_out, val, vk)
@@ -538,7 +547,6 @@ def _scan(
     num_buf: np.ndarray,
     parse_buf: np.ndarray,
     unit_buf: np.ndarray,
-    digit_buf: np.ndarray,
     word_keys: np.ndarray,
     word_values: np.ndarray,
     unit_keys: np.ndarray,
@@ -1039,20 +1047,7 @@ def _scan(
                             vk = int(val >> np.uint64(61))
                             if vk == 0:
                                 # A number word: its digits wait for a unit like a number.
-                                digits = int(val & np.uint64(0xFFFFFFFF))
-                                z2 = 0
-                                tmp = digit_buf
-                                nd = 0
-                                while True:
-                                    tmp[nd] = 48 + digits % 10
-                                    nd += 1
-                                    digits //= 10
-                                    if digits == 0:
-                                        break
-                                for z in range(nd):
-                                    scratch[z2] = tmp[nd - 1 - z]
-                                    z2 += 1
-                                use_scratch = z2
+                                use_scratch = _number_word_digits(val, scratch)
                                 kind = K_NUMBER
                                 is_num = True
                             else:
@@ -1199,8 +1194,7 @@ def _scan_rows(offsets: np.ndarray, data: np.ndarray, code: np.ndarray, comma: n
     out = np.empty(cap, dtype=np.uint64)
     ends = np.zeros(n + 1, dtype=np.int64)
     work = (np.empty(4096, dtype=np.uint8), np.empty(128, dtype=np.uint8),
-            np.empty(128, dtype=np.uint8), np.empty(4096, dtype=np.uint8),
-            np.empty(16, dtype=np.uint8))
+            np.empty(128, dtype=np.uint8), np.empty(4096, dtype=np.uint8))
     row, n_out = 0, 0
     while True:
         # ends[1:] is row r's end at index r + 1: the CSR offsets with a leading 0.

@@ -26,10 +26,9 @@ The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted,
   capitalise ordinary words (German does: there, capitalised words are never names), and not
   in a Title Case text (most words capitalised); all-caps acronyms are not names;
 - ``opposite``: a word of the closed list :data:`OPPOSITES` (enable/disable, min/max,
-  leader/follower, odd/even, incoming/outgoing, single/multiple, old/new, …, in the languages of the
-  shared corpus); it
-  refuses a merge when the other segment says its antonym (a contradiction), or, for the
-  strict types, when the other segment does not say it too;
+  leader/follower, odd/even, incoming/outgoing, single/multiple, old/new, …, in the languages
+  of the shared corpus); it refuses a merge when the other segment says its antonym (a
+  contradiction), or, for the strict types, when the other segment does not say it too;
 - ``negation``: one token for "the segment negates" (``not``, ``n't``, ``never``, ``nicht``,
   ``kein``, ``ne … pas``, ``不``, …): ``do not`` and ``don't`` are the same fact.
 
