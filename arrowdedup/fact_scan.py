@@ -270,16 +270,15 @@ def _word_index(data: np.ndarray, s: int, e: int, scratch: np.ndarray, word_keys
 
 
 @numba.njit(inline="always")
-def _number_word_digits(val: np.uint64, out: np.ndarray) -> int:
-    """Write the value of a number word's table entry into ``out`` in decimal digits, as a
-    number in digits is hashed; the digit count."""
-    digits = int(val & np.uint64(0xFFFFFFFF))
+def _number_word_digits(value: int, out: np.ndarray) -> int:
+    """Write a number word's value into ``out`` in decimal digits, as a number in digits is
+    hashed; the digit count."""
     nd = 0
     while True:
-        out[nd] = 48 + digits % 10
+        out[nd] = 48 + value % 10
         nd += 1
-        digits //= 10
-        if digits == 0:
+        value //= 10
+        if value == 0:
             break
     for z in range(nd // 2):
         t = out[z]
@@ -289,30 +288,64 @@ def _number_word_digits(val: np.uint64, out: np.ndarray) -> int:
 
 
 @numba.njit(inline="always")
+def _push_number_word(out: np.ndarray, n_out: int, value: int, scratch: np.ndarray) -> int:
+    nd = _number_word_digits(value, scratch)
+    return _push(out, n_out, _xxh64_one(scratch, 0, nd), K_NUMBER)
+
+
+@numba.njit(inline="always")
+def _is_one(data: np.ndarray, s: int, e: int) -> bool:
+    """``data[s:e]`` is "one" in any case (no number word alone: "one of the ..." is no
+    number, but the units of "twenty-one" are)."""
+    return e - s == 3 and (data[s] | 32) == 111 and (data[s + 1] | 32) == 110 and \
+        (data[s + 2] | 32) == 101
+
+
+@numba.njit(inline="always")
 def _hyphen_parts(data: np.ndarray, s: int, e: int, out: np.ndarray, n_out: int,
                   scratch: np.ndarray, word_keys: np.ndarray, word_values: np.ndarray,
                   word_filter: np.ndarray) -> int:
     """The facts of the parts of the hyphenated word ``data[s:e]`` that no word list knows
     whole: a number word, an opposite or a date among its parts is stated as the part alone
     would state it ("four-stage" the number 4 as "four stage" does, "server-side" the opposite
-    "server", "read-only" the opposite "read"). A negation word is not ("no-op", "non-empty"
-    negate nothing of the sentence)."""
+    "server", "read-only" the opposite "read"), and tens joined to units are one number
+    ("twenty-five" is 25, as "25" is). A negation word is not ("no-op", "non-empty" negate
+    nothing of the sentence)."""
+    tens = -1  # a tens word ("twenty") waiting for the units that may follow it
     q = s
     while q < e:
         r = q
         while r < e and data[r] != 45:
             r += 1
         if r > q and (q > s or r < e):
+            value = -1
+            kind = 0
+            val = np.uint64(0)
             idx = _word_index(data, q, r, scratch, word_keys, word_filter)
             if idx >= 0:
                 val = word_values[idx]
-                vk = int(val >> np.uint64(61))
-                if vk == 0:
-                    nd = _number_word_digits(val, scratch)
-                    n_out = _push(out, n_out, _xxh64_one(scratch, 0, nd), K_NUMBER)
-                elif vk != K_NEGATION:
-                    n_out = _push(out, n_out, val, vk)
+                kind = int(val >> np.uint64(61))
+                if kind == 0:
+                    value = int(val & np.uint64(0xFFFFFFFF))
+            elif tens >= 0 and _is_one(data, q, r):
+                value = 1
+            if tens >= 0:
+                if 1 <= value <= 9:
+                    n_out = _push_number_word(out, n_out, tens + value, scratch)
+                    tens = -1
+                    q = r + 1
+                    continue
+                n_out = _push_number_word(out, n_out, tens, scratch)
+                tens = -1
+            if value >= 20 and value <= 90 and value % 10 == 0:
+                tens = value
+            elif value >= 0:
+                n_out = _push_number_word(out, n_out, value, scratch)
+            elif idx >= 0 and kind != K_NEGATION:
+                n_out = _push(out, n_out, val, kind)
         q = r + 1
+    if tens >= 0:
+        n_out = _push_number_word(out, n_out, tens, scratch)
     return n_out
 
 
@@ -1047,7 +1080,8 @@ def _scan(
                             vk = int(val >> np.uint64(61))
                             if vk == 0:
                                 # A number word: its digits wait for a unit like a number.
-                                use_scratch = _number_word_digits(val, scratch)
+                                use_scratch = _number_word_digits(
+                                    int(val & np.uint64(0xFFFFFFFF)), scratch)
                                 kind = K_NUMBER
                                 is_num = True
                             else:

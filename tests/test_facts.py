@@ -90,6 +90,7 @@ REFUSED = [
     # the English corpus found merged): a number word, an opposite, a date.
     ("It runs as a four-stage pipeline:", "It runs as a three-stage pipeline:", None, None,
      "number"),
+    ("Run twenty-five replicas.", "Run twenty-six replicas.", None, None, "number"),
     ("Server-side metrics, when OBI instruments an application that serves requests:",
      "Client-side metrics, when OBI instruments an application that sends requests:", None,
      None, "opposite"),
@@ -137,6 +138,9 @@ COVERED = [
     # A hyphenated number word is the number; "incoming" is "inbound"; a negation word inside
     # a hyphenated word negates nothing.
     ("It runs as a 4-stage pipeline.", "It runs as a four-stage pipeline.", None, None),
+    # Tens joined to units are one number, "one" included.
+    ("Run twenty-five replicas.", "Run 25 replicas.", None, None),
+    ("Run twenty-one replicas.", "Run 21 replicas.", None, None),
     ("Incoming requests", "Inbound requests", "heading", None),
     ("Register a no-op exporter.", "Register an exporter.", None, None),
     # A word in capitals is the same word capitalised (an acronym is hashed that way).
