@@ -332,17 +332,9 @@ def _runs(spans: list[tuple[int, int, int]], rows: np.ndarray) -> Runs:
     return offsets, dst, lengths
 
 
-def _pread_rows(path: str, spans: list[tuple[int, int, int]], rows: np.ndarray,
-                out: np.ndarray) -> None:
-    """Read ``rows`` (increasing) of a fixed-width column straight from the file into
-    ``out`` (one row per ``row_bytes``, the same in every chunk of the column): one
-    ``pread`` per run of consecutive rows."""
-    if rows.size:
-        _read_runs(path, _runs(spans, rows), out)
-
-
 def _read_runs(path: str, runs: Runs, out: np.ndarray) -> None:
-    """Read ``runs`` (:func:`_runs`) from the file into ``out``."""
+    """Read ``runs`` (:func:`_runs`) of a fixed-width column straight from the file into
+    ``out``: one ``pread`` per run of consecutive rows."""
     offsets, dst, lengths = runs
     flat = out.reshape(-1).view(np.uint8)
     fd = os.open(path, os.O_RDONLY)
@@ -402,7 +394,7 @@ def _gather_mapped(path: str, table: pa.Table, rows: np.ndarray, base: int,
     """``rows`` (increasing) of a memory-mapped IPC table.
 
     Fixed-width list columns (the embeddings, most of the bytes) are read from the file with
-    ``pread`` (:func:`_pread_rows`) instead of through the mapping: a bucket's rows lie in
+    ``pread`` (:func:`_read_runs`) instead of through the mapping: a bucket's rows lie in
     runs of one document spread over the whole file, and faulting them in maps far more of
     the file than is read
     (the kernel maps whole folios around each fault: measured on the 250k-row benchmark file,

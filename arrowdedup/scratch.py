@@ -42,6 +42,12 @@ def _aligned(buf: np.ndarray, nbytes: int, align: int) -> np.ndarray:
     return buf[start:start + nbytes]
 
 
+def _buffer(nbytes: int, align: int) -> np.ndarray:
+    """A fresh buffer for a request of ``nbytes`` starting at a multiple of ``align``, with
+    :data:`HEADROOM` for later, slightly larger requests."""
+    return np.empty(int(nbytes * HEADROOM) + align, dtype=np.uint8)
+
+
 class ScratchPool:
     """Buffers lent out as arrays and reclaimed once unreferenced (thread-safe)."""
 
@@ -86,7 +92,7 @@ class ScratchPool:
                 buf = self._free.pop(min(fits, key=lambda i: self._free[i].nbytes))
                 self.reused += 1
             else:
-                buf = np.empty(int(nbytes * HEADROOM) + align, dtype=np.uint8)
+                buf = _buffer(nbytes, align)
                 self.allocated += 1
             self._lent.append(buf)
         return _aligned(buf, nbytes, align).view(kind).reshape(shape)
@@ -103,7 +109,7 @@ class ScratchPool:
             if nbytes < self._min_bytes:
                 continue
             try:
-                buf = np.empty(int(nbytes * HEADROOM) + ALIGN, dtype=np.uint8)
+                buf = _buffer(nbytes, ALIGN)
                 buf.fill(0)
             except MemoryError:
                 return

@@ -230,12 +230,13 @@ def test_rows_past_the_end_of_the_file_are_refused(tmp_path: Path, jit_min_runs:
     path = tmp_path / "short.bin"
     path.write_bytes(bytes(range(200)) * 8)  # 1,600 bytes: rows of 16 bytes at offset 64
     out = np.zeros((4, 4), dtype=np.float32)
-    job._pread_rows(str(path), [(100, 64, 16)], np.array([0, 1, 5, 9]), out)
+    spans = [(100, 64, 16)]
+    job._read_runs(str(path), job._runs(spans, np.array([0, 1, 5, 9])), out)
     want = np.frombuffer(path.read_bytes(), dtype=np.uint8)
     rows = [want[64 + 16 * r:80 + 16 * r] for r in (0, 1, 5, 9)]
     assert out.view(np.uint8).tobytes() == b"".join(r.tobytes() for r in rows)
     with pytest.raises(InputError, match="shorter than its Arrow IPC footer"):
-        job._pread_rows(str(path), [(100, 64, 16)], np.array([0, 1, 95, 99]), out)
+        job._read_runs(str(path), job._runs(spans, np.array([0, 1, 95, 99])), out)
 
 
 def test_a_ray_worker_reuses_its_mapping_until_the_file_changes(tmp_path: Path) -> None:
