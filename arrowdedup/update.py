@@ -29,7 +29,15 @@ import pyarrow as pa
 
 from .config import DedupConfig
 from .errors import InputError, SchemaError, StoreError
-from .job import JobResult, Source, _as_inputs, _documents_table, _timings, is_documents_input
+from .job import (
+    JobResult,
+    Source,
+    _as_inputs,
+    _documents_table,
+    _timings,
+    default_indexes,
+    is_documents_input,
+)
 from .store import DEFAULT_BUCKETS, Store, StoreWriter, bucket_of, encode_bucket, open_store
 from .store.delta import DeltaWriter
 from .store.fingerprint import FINGERPRINT_KIND, document_fingerprints, empty_fingerprints
@@ -308,7 +316,8 @@ def update_store(
     # The delta's BM25 build (parallel lower-casing, scoring and merge) keeps to `threads`
     # as the ingest does: one thread means one thread.
     with (numba_threads(threads),
-          DeltaWriter(current.root, keep_versions=keep_versions) as writer):
+          DeltaWriter(current.root, keep_versions=keep_versions,
+                      indexes=default_indexes()) as writer):
         parent = writer.parent
         assert parent is not None
         plan = plan_update(parent, fps, delete_missing=delete_missing, present=present)
@@ -396,8 +405,6 @@ def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIO
                   ) -> JobResult:
     """Fold the current version's deltas into one base, written as a new version (the same
     data, row for row); a version without deltas is left as it is."""
-    from .retrieval.bm25 import Bm25Builder
-
     start = time.perf_counter()
     current = open_store(store)
     cfg = current.config
@@ -410,9 +417,9 @@ def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIO
     carried = ("fingerprints", "extract_options", "source", "embedder", "input_key", "engine",
                "source_files", "rules")
     keep: dict[str, Any] = {k: m[k] for k in carried if k in m}
-    builder = Bm25Builder()
+    builders = default_indexes()
     writer = StoreWriter(current.root, buckets=buckets, config=cfg, inputs=m.get("inputs", []),
-                         embedding_model=current.embedding_model, indexes=[builder],
+                         embedding_model=current.embedding_model, indexes=builders,
                          keep_versions=keep_versions,
                          extra={**keep, "life": {"added": 0, "changed": 0, "removed": 0},
                                 "compacted_from": current.run_id})
@@ -442,7 +449,7 @@ def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIO
             k, d, doc, fp = (p[b] for p in parts)
             if d.size == 0 and not (b == buckets - 1 and written == 0):
                 continue
-            out = encode_bucket(b, kept[k], decisions[d], documents[doc], dim, [builder])
+            out = encode_bucket(b, kept[k], decisions[d], documents[doc], dim, builders)
             fp_frame = fps[fp]
             out.files.append((f"{FINGERPRINTS}/{part_name(b)}.parquet",
                               parquet_bytes(fp_frame.to_arrow()), fp_frame.height))

@@ -22,8 +22,8 @@ from .store_life import (
     KEEP,
     STEPS,
     _link_copy,
+    _save_ipc,
     _search,
-    _write_ipc,
     same_results,
     search_p50,
     step_inputs,
@@ -42,11 +42,11 @@ def build(tmp: Path, docs: int, dim: int = 384) -> None:
     frame = pl.from_arrow(make_corpus(docs, 50, dim, seed=14).table)
     assert isinstance(frame, pl.DataFrame)
     rng = np.random.default_rng(14)
-    ingest_to_store([_write_ipc(frame, tmp / "base.arrow")], tmp / "life", quiet=True)
+    ingest_to_store([_save_ipc(frame, tmp / "base.arrow")], tmp / "life", quiet=True)
     corpus = frame
     for step in range(STEPS):
         nxt, deleted = step_inputs(corpus, rng, step + 1)
-        update_store(tmp / "life", [_write_ipc(nxt, tmp / "step.arrow")], keep_versions=KEEP)
+        update_store(tmp / "life", [_save_ipc(nxt, tmp / "step.arrow")], keep_versions=KEEP)
         delete_documents(tmp / "life", deleted, keep_versions=KEEP)
         corpus = nxt.filter(~pl.col("doc_id").is_in(deleted))
     compact_store(_link_copy(tmp / "life", tmp / "compacted"), keep_versions=1)

@@ -54,7 +54,7 @@ def verdict(value: float, target: float) -> str:
     return f"{'met' if value <= target else 'MISSED'} ({fmt(value)} ≤ {fmt(target)})"
 
 
-def _write_ipc(frame: Any, path: Path) -> Path:
+def _save_ipc(frame: Any, path: Path) -> Path:
     import pyarrow.feather as feather
 
     feather.write_feather(frame.to_arrow(), path, compression="uncompressed")
@@ -205,7 +205,7 @@ def run(quick: bool) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="arrowdedup-life-") as tmp_name:
         tmp = Path(tmp_name)
-        base_ipc = _write_ipc(frame, tmp / "base.arrow")
+        base_ipc = _save_ipc(frame, tmp / "base.arrow")
         tiny = tmp / "tiny.parquet"
         frame.head(10).drop("embedding").write_parquet(tiny)
 
@@ -219,7 +219,7 @@ def run(quick: bool) -> dict[str, Any]:
         cold = [cold_ingest(tiny, tmp / f"tiny-{i}") for i in range(REPEATS)]
 
         nxt, deleted = step_inputs(frame, rng, 0)
-        upd_ipc = _write_ipc(nxt, tmp / "update-0.arrow")
+        upd_ipc = _save_ipc(nxt, tmp / "update-0.arrow")
         upd, dele, both = [], [], []
         for i in range(REPEATS):
             root = _link_copy(base, tmp / f"upd-{i}")
@@ -248,7 +248,7 @@ def run(quick: bool) -> dict[str, Any]:
         step_s = []
         for step in range(STEPS):
             nxt, deleted = step_inputs(corpus, rng, step + 1)
-            path = _write_ipc(nxt, tmp / "step.arrow")
+            path = _save_ipc(nxt, tmp / "step.arrow")
             t = time.perf_counter()
             update_store(life, [path], keep_versions=KEEP)
             delete_documents(life, deleted, keep_versions=KEEP)

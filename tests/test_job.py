@@ -160,6 +160,38 @@ def test_the_store_imports_neither_ingest_nor_retrieval() -> None:
     assert out == "[]"
 
 
+def test_no_store_module_imports_the_job_modules_even_inside_a_function() -> None:
+    """The rule is about the code, not only what loads at import: a function-level import
+    (the delta writer once built its BM25 index itself) breaks it too."""
+    import ast
+
+    import arrowdedup.store
+
+    banned = {f"arrowdedup.{name}" for name in ("ingest", "job", "retrieval", "kernels",
+                                                 "update")}
+
+    def imported(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [alias.name for alias in node.names]
+        if not isinstance(node, ast.ImportFrom):
+            return []
+        if node.level == 0:
+            return [node.module or ""]
+        # Relative to arrowdedup.store: one dot is the store, two the package.
+        base = ["arrowdedup", "store"][:3 - node.level]
+        if node.module:
+            return [".".join([*base, node.module])]
+        return [".".join([*base, alias.name]) for alias in node.names]
+
+    found = []
+    for path in sorted(Path(arrowdedup.store.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            found += [f"{path.name}:{getattr(node, 'lineno', 0)} {name}"
+                      for name in imported(node)
+                      if ".".join(name.split(".")[:2]) in banned]
+    assert found == []
+
+
 def _gathered(tables: list[pa.Table], bucket: int, buckets: int) -> pa.Table | None:
     """A bucket's rows as a Polars gather from each whole table gives them (the read before
     the embeddings of IPC files were read with preadv)."""

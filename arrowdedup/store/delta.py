@@ -13,6 +13,8 @@ reads, and removing another version never touches it.
 the parent it holds (:attr:`DeltaWriter.parent`) and no other writer can move ``current``
 meanwhile; the version is written in a temporary directory, renamed into place and switched to
 with the same pause points as :class:`.writer.StoreWriter` (the crash tests kill it there).
+Like the base writer it builds the indexes its caller registers (the job path's BM25), and
+imports neither ingestion nor retrieval.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import errno
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
@@ -45,6 +48,9 @@ from .layout import (
 )
 from .lock import store_lock
 from .reader import Store, open_store
+
+if TYPE_CHECKING:
+    from .writer import IndexBuilder
 
 __all__ = ["DeltaWriter", "fingerprint_file"]
 
@@ -76,11 +82,13 @@ def _link_tree(src: Path, dst: Path) -> None:
 class DeltaWriter:
     """Write one delta version on top of the current one and switch to it (see module)."""
 
-    def __init__(self, root: str | Path, *, keep_versions: int = KEEP_VERSIONS) -> None:
+    def __init__(self, root: str | Path, *, keep_versions: int = KEEP_VERSIONS,
+                 indexes: Sequence[IndexBuilder] = ()) -> None:
         if keep_versions < 1:
             raise StoreError(f"--keep-versions must be at least 1, got {keep_versions}")
         self.root = Path(root)
         self.keep_versions = keep_versions
+        self.indexes = tuple(indexes)
         self._stack = contextlib.ExitStack()
         self.parent: Store | None = None
         self.tmp: Path | None = None
@@ -133,8 +141,7 @@ class DeltaWriter:
         """Link the parent's files and write the new layer: ``result`` (an
         :class:`arrowdedup.ingest.IngestionResult` of the new and changed documents, or
         ``None`` for a delete), their ``inputs`` rows (fingerprints), the ``tombstones`` and
-        the ``changes`` rows."""
-        from ..retrieval.bm25 import Bm25Builder
+        the ``changes`` rows; the registered indexes are built over the layer's kept rows."""
         from .writer import checksum_file, encode_bucket, parquet_bytes
 
         assert self.tmp is not None and self.parent is not None
@@ -142,11 +149,11 @@ class DeltaWriter:
         self.tmp.mkdir()
         _link_tree(self.parent.version, self.tmp)
         self.files = dict(self.parent.manifest.get("files") or {})
-        (self.tmp / self.layer).mkdir(parents=True)
+        layer_dir = self.tmp / self.layer
+        layer_dir.mkdir(parents=True)
         if result is not None and result.decisions.height:
-            builder = Bm25Builder()
             out = encode_bucket(0, result.kept, result.decisions, None, result.embedding_dim,
-                                [builder])
+                                self.indexes)
             for rel, data, rows in out.files:
                 self._write(rel, data, rows)
             self._write(DOCUMENTS, parquet_bytes(result.documents.to_arrow()),
@@ -155,12 +162,16 @@ class DeltaWriter:
             rel, data, rows = fingerprint_file(0, inputs)
             self._write(rel, data, rows)
             ti = time.perf_counter()
-            builder.add(out.index_parts.get(builder.name), out.kept_rows)
-            index_dir = builder.finish(self.tmp / self.layer)
-            if index_dir is not None:
-                for path in sorted(Path(index_dir).iterdir()):
+            ours = set(self.files)
+            for builder in self.indexes:
+                builder.add(out.index_parts.get(builder.name), out.kept_rows)
+                builder.finish(layer_dir)
+            # Files the builders wrote (the BM25 index) are synced and checksummed like the
+            # data files; they have no row count.
+            for path in sorted(p for p in layer_dir.rglob("*") if p.is_file()):
+                rel_path = path.relative_to(self.tmp).as_posix()
+                if rel_path not in ours:
                     fsync_file(path)
-                    rel_path = path.relative_to(self.tmp).as_posix()
                     self.files[rel_path] = {"rows": None, "xxh3_128": checksum_file(path)}
             self.timings["index"] += time.perf_counter() - ti
         stones = pa.table({"doc_id": pa.array(sorted(tombstones), type=pa.string())})

@@ -287,7 +287,7 @@ def write_into(version: Path, rel: str, data: bytes | pa.Buffer | pa.Table,
     return write_data_file(path, data, pool)
 
 
-def _write_ipc(sink: Any, table: pa.Table) -> None:
+def _ipc_into(sink: Any, table: pa.Table) -> None:
     with ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
 
@@ -304,7 +304,7 @@ def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table,
     """
     if isinstance(data, pa.Table) and data.nbytes < DIRECT_MIN_BYTES:
         sink = pa.BufferOutputStream()
-        _write_ipc(sink, data)
+        _ipc_into(sink, data)
         data = sink.getvalue()
     size = _ipc_size(data) if isinstance(data, pa.Table) else memoryview(data).nbytes
     if size < DIRECT_MIN_BYTES:
@@ -313,7 +313,7 @@ def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table,
         return checksum_bytes(data)
     image = image_buffer(size, pool)
     if isinstance(data, pa.Table):
-        _write_ipc(pa.FixedSizeBufferWriter(pa.py_buffer(image)), data)
+        _ipc_into(pa.FixedSizeBufferWriter(pa.py_buffer(image)), data)
     else:
         np.copyto(image[:size], np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8))
     write_image(path, image, size)
@@ -323,7 +323,7 @@ def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table,
 def _ipc_size(table: pa.Table) -> int:
     """The bytes of ``table`` as an Arrow IPC file (a dry run: nothing is copied)."""
     mock = pa.MockOutputStream()
-    _write_ipc(mock, table)
+    _ipc_into(mock, table)
     return int(mock.size())
 
 
