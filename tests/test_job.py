@@ -328,8 +328,8 @@ def test_a_ray_run_that_started_ray_stops_it_before_returning(tmp_path: Path) ->
 
 def test_a_ray_cluster_the_run_starts_gives_its_workers_one_thread_pools(monkeypatch) -> None:
     """Each task reserves one CPU, so the workers of a cluster ``ray_start`` starts size
-    Polars' and Numba's pools to one thread; a value the user set is kept, and this process's
-    environment is as it was."""
+    Polars' and Numba's pools to one thread; they run at this process's priority, not Ray's
+    nice 15; a value the user set is kept, and this process's environment is as it was."""
     ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
     from arrowdedup import job
 
@@ -337,21 +337,23 @@ def test_a_ray_cluster_the_run_starts_gives_its_workers_one_thread_pools(monkeyp
         ray.shutdown()
     monkeypatch.delenv("POLARS_MAX_THREADS", raising=False)
     monkeypatch.setenv("NUMBA_NUM_THREADS", "2")
-    before = dict(os.environ)
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    # Only the variables ray_start sets are compared: ray.init adds its own on first use.
+    before = {name: os.environ.get(name) for name in job.LOCAL_CLUSTER_ENV}
 
-    def pools() -> tuple[str | None, str | None, int]:
+    def pools() -> tuple[str | None, str | None, int, int]:
         import polars
 
         return (os.environ.get("POLARS_MAX_THREADS"), os.environ.get("NUMBA_NUM_THREADS"),
-                polars.thread_pool_size())
+                polars.thread_pool_size(), os.nice(0))
 
     assert job.ray_start(None)
     try:
-        assert dict(os.environ) == before
+        assert {name: os.environ.get(name) for name in job.LOCAL_CLUSTER_ENV} == before
         got = ray.get(ray.remote(num_cpus=1)(pools).remote())
     finally:
         job.stop_ray()
-    assert got == ("1", "2", 1)
+    assert got == ("1", "2", 1, os.nice(0))
 
 
 def test_one_thread_means_one_bucket_at_a_time(tmp_path: Path, monkeypatch) -> None:
