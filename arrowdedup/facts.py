@@ -151,7 +151,12 @@ _MONTHS = (
 DATE_WORDS = {w: canon for words, canon in _MONTHS for w in words.split()}
 
 # The closed list of opposites, as pairs of canonical words and their forms. A segment that
-# says one side must be absorbed by a representative that says it too.
+# says one side must be absorbed by a representative that says it too. SPEC asks for them in
+# every language the project extracts: an English pair also lists its Spanish, Portuguese and
+# French forms (added after a merge audit of the Spanish docs, rules 17.0; a pair's position
+# is its fact value, so forms join existing pairs and new pairs go at the end). Forms that
+# are also English words with another sense (exporter, installer, lecture, superior, ...)
+# are left out, so that English text states nothing new.
 OPPOSITES: tuple[tuple[str, str], ...] = (
     ("enable enables enabled enabling", "disable disables disabled disabling"),
     ("activate activates activated activating", "deactivate deactivates deactivated"),
@@ -164,71 +169,121 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("send sends sent sending", "receive receives received receiving"),
     ("add adds added adding", "remove removes removed removing"),
     ("start starts started starting", "stop stops stopped stopping"),
-    ("allow allows allowed allowing", "deny denies denied denying"),
+    ("allow allows allowed allowing permitir permite permitido permitida autoriser "
+     "autorisé autorisée",
+     "deny denies denied denying denegar deniega denegado denegada refuser refusé "
+     "refusée"),
     ("accept accepts accepted accepting", "reject rejects rejected rejecting"),
-    ("include includes included including", "exclude excludes excluded excluding"),
-    ("increase increases increased increasing", "decrease decreases decreased decreasing"),
-    ("inbound ingress incoming", "outbound egress outgoing"),
-    ("input inputs", "output outputs"),
-    ("import imports imported importing", "export exports exported exporting"),
-    ("read reads reading", "write writes written writing"),
+    ("include includes included including incluir incluye incluido incluida inclui "
+     "incluído incluída inclure inclus incluse",
+     "exclude excludes excluded excluding excluir excluye excluido excluida exclui "
+     "excluído excluída exclure exclu exclue"),
+    ("increase increases increased increasing aumentar aumenta aumentado augmenter "
+     "augmente augmenté",
+     "decrease decreases decreased decreasing disminuir disminuye disminuido diminuir "
+     "diminui diminuído diminuer diminue diminué"),
+    ("inbound ingress incoming ingreso entrante entrantes",
+     "outbound egress outgoing egreso saliente salientes sortant sortante sortants "
+     "sortantes"),
+    ("input inputs entrada entradas",
+     "output outputs salida salidas saída saídas sortie sorties"),
+    ("import imports imported importing importar importado importada importé",
+     "export exports exported exporting exportar exporta exportado exportada exporté"),
+    ("read reads reading leer lectura leitura",
+     "write writes written writing escribir escribe escritura escrita écriture"),
     ("push pushes pushed pushing", "pull pulls pulled pulling"),
-    ("encrypt encrypts encrypted encrypting", "decrypt decrypts decrypted decrypting"),
-    ("compress compresses compressed", "decompress decompresses decompressed"),
+    ("encrypt encrypts encrypted encrypting cifrar cifrado chiffrer chiffré",
+     "decrypt decrypts decrypted decrypting descifrar descifrado déchiffrer déchiffré"),
+    ("compress compresses compressed comprimir comprimido comprimida compresser "
+     "compressé",
+     "decompress decompresses decompressed descomprimir descomprimido descomprimida "
+     "décompresser décompressé"),
     ("success successful succeeded", "failure failed fails"),
-    ("true", "false"),
+    ("true verdadero verdadeiro vrai", "false falso faux"),
     ("small smaller smallest", "large larger largest"),
-    ("sync synchronous synchronously", "async asynchronous asynchronously"),
-    ("client clients", "server servers"),
-    ("public", "private"),
-    ("internal", "external"),
+    ("sync synchronous synchronously síncrono síncrona síncronos síncronas sincrónico "
+     "sincrónica sincrónicos sincrónicas synchrone synchrones",
+     "async asynchronous asynchronously asíncrono asíncrona asíncronos asíncronas "
+     "asincrónico asincrónica asincrónicos asincrónicas assíncrono assíncrona "
+     "assíncronos assíncronas asynchrone asynchrones"),
+    ("client clients cliente clientes", "server servers servidor servidores serveur serveurs"),
+    ("public público pública públicos públicas publique publiques",
+     "private privado privada privados privadas privé privée privés privées"),
+    ("internal interno interna internos internas internes",
+     "external externo externa externos externas externe externes"),
     ("upload uploads uploaded", "download downloads downloaded"),
-    ("install installs installed installing", "uninstall uninstalls uninstalled"),
-    ("connect connects connected", "disconnect disconnects disconnected"),
+    ("install installs installed installing instalar instalado instalada installé",
+     "uninstall uninstalls uninstalled desinstalar desinstalado desinstalada "
+     "désinstaller désinstallé"),
+    ("connect connects connected conectar conectado conectada connecter connecté",
+     "disconnect disconnects disconnected desconectar desconectado desconectada "
+     "déconnecter déconnecté"),
     ("subscribe subscribes subscribed", "unsubscribe unsubscribes unsubscribed"),
-    ("valid", "invalid"),
-    ("required mandatory", "optional"),
-    ("ascending", "descending"),
-    ("inject injects injected injecting injection", "extract extracts extracted extracting "
-     "extraction"),
-    ("encode encodes encoded encoding", "decode decodes decoded decoding"),
-    ("serialize serializes serialized serialization", "deserialize deserializes deserialized "
-     "deserialization"),
+    ("valid válido válida válidos válidas valide valides",
+     "invalid inválido inválida inválidos inválidas invalide invalides"),
+    ("required mandatory obligatorio obligatoria obrigatório obrigatória obligatoire",
+     "optional opcional opcionales opcionais optionnel optionnelle"),
+    ("ascending ascendente", "descending descendente"),
+    ("inject injects injected injecting injection inyectar inyección injetar injeção injecter",
+     "extract extracts extracted extracting extraction extraer extracción extrair "
+     "extração extraire"),
+    ("encode encodes encoded encoding codificar codificado codificada encodé",
+     "decode decodes decoded decoding decodificar decodificado decodificada décoder "
+     "décodé"),
+    ("serialize serializes serialized serialization serializar serialización "
+     "serialização sérialiser sérialisation",
+     "deserialize deserializes deserialized deserialization deserializar "
+     "deserialización desserializar desserialização désérialiser désérialisation"),
     ("attach attaches attached", "detach detaches detached"),
     ("mount mounts mounted", "unmount unmounts unmounted"),
-    ("manual manually", "automatic automatically"),
-    ("open opens opened opening", "close closes closed closing"),
+    ("manual manually manualmente manuel manuelle manuellement",
+     "automatic automatically automático automática automáticos automáticas "
+     "automáticamente automaticamente automatique automatiquement"),
+    ("open opens opened opening abrir abierto abierta aberto aberta ouvrir ouvert "
+     "ouverte",
+     "close closes closed closing cerrar cerrado cerrada fechar fechado fechada fermer "
+     "fermé fermée"),
     ("acquit acquits acquitted", "convict convicts convicted"),
     ("win wins won winning", "lose loses lost losing"),
     ("rise rises rose rising", "fall falls fell falling"),
     ("permit permits permitted permitting", "forbid forbids forbidden forbidding prohibit "
      "prohibits prohibited prohibiting"),
     ("odd", "even"),
-    ("static statically", "dynamic dynamically"),
+    ("static statically estático estática estáticos estáticas statique",
+     "dynamic dynamically dinámico dinámica dinámicos dinámicas dinâmico dinâmica "
+     "dinâmicos dinâmicas dynamique"),
     ("signed", "unsigned"),
     ("horizontal horizontally", "vertical vertically"),
     ("stateful", "stateless"),
-    ("mutable", "immutable"),
+    ("mutable mutável", "immutable inmutable imutável immuable"),
     ("blocking", "non-blocking nonblocking"),
     ("leader leaders", "follower followers"),
-    ("parent parents", "child children"),
-    ("producer producers", "consumer consumers"),
+    ("parent parents padre padres",
+     "child children hijo hijos hija hijas filho filhos filha filhas enfant enfants"),
+    ("producer producers productor productores produtor produtores producteur "
+     "producteurs",
+     "consumer consumers consumidor consumidores consommateur consommateurs"),
     ("upstream", "downstream"),
     ("frontend front-end frontends", "backend back-end backends"),
     ("head", "tail"),
     ("cumulative", "delta"),
-    ("explicit explicitly", "implicit implicitly"),
+    ("explicit explicitly explícito explícita explícitamente explicitamente explicite",
+     "implicit implicitly implícito implícita implícitamente implicitamente implicite"),
     ("global globally", "local locally"),
     ("absolute", "relative"),
-    ("stable", "experimental unstable"),
-    ("first", "last"),
+    ("stable estable estables estável estáveis",
+     "experimental unstable inestable inestables instável instáveis expérimental "
+     "expérimentale"),
+    ("first primero primera primeros primeras primeiro primeira première",
+     "last último última últimos últimas dernier dernière"),
     ("more", "less fewer"),
     ("most", "least"),
     ("above", "below"),
     ("soft", "hard"),
     ("online", "offline"),
     ("get gets getting", "set sets setting"),
-    ("oldest older old", "newest newer new"),
+    ("oldest older old antiguo antigua antiguos antiguas antigo antiga ancien ancienne",
+     "newest newer new nuevo nueva nuevos nuevas novo nova nouveau nouvelle"),
     ("aktivieren aktiviert aktiviere", "deaktivieren deaktiviert deaktiviere"),
     ("erlauben erlaubt", "verbieten verboten"),
     ("hinzufügen hinzugefügt", "entfernen entfernt"),
@@ -263,8 +318,12 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
     ("enviado enviada", "recibido recibida recebido recebida"),
     ("mínimo", "máximo"),
     # Added after a merge audit; at the end, so the earlier pairs keep their fact values.
-    ("single", "multiple"),
-    ("programmatic programmatically", "declarative declaratively"),
+    ("single único única",
+     "multiple múltiple múltiples múltiplo múltiplos múltiplas"),
+    ("programmatic programmatically programático programática programáticamente "
+     "programaticamente programmatique programmatiquement",
+     "declarative declaratively declarativo declarativa declarativamente déclaratif "
+     "déclarative déclarativement"),
 )
 POLAR_WORDS: dict[str, str] = {
     form: side.split()[0] for pair in OPPOSITES for side in pair for form in side.split()

@@ -11,7 +11,10 @@ sentences stopped counting as sentence starts, and the case of Polish ł, ń, ż
 audit of the guarded merges of every language of the shared corpus); re-pinned when the parts
 of hyphenated words stated their number words, opposites and dates, and incoming/outgoing,
 single/multiple, programmatic/declarative and old/new became opposites (18 of the 638 sample texts
-gained a fact, none lost one)."""
+gained a fact, none lost one); re-pinned when the opposites gained their Spanish, Portuguese and
+French forms (rules 17.0: 27 texts changed, 11 Spanish, 11 Portuguese, 5 Romanian, which
+shares "permite" and "exporta"; two lost a name fact because a capitalised word of the list,
+"Permite", "Dinámica", now states its opposite instead, as "Enable" always did)."""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
 PER_LANGUAGE = 60  # paragraphs from the start of each language's folder
 TYPES = ["paragraph", "paragraph", "code", "heading", None, "page_furniture", "table_row"]
 # (texts, both digests): with segment types and languages, and with neither.
-EXPECTED = (638, "821ef83ba7f9f93d", "d08a79c437d01cc9")
+EXPECTED = (638, "441722cad0f5117e", "c0b35abf22aab0e3")
 
 
 def corpus_sample() -> tuple[list[str], list[str]]:

@@ -344,6 +344,38 @@ def test_code_terms_are_identifiers_as_if_backticked():
         fact_signatures(pl.Series(["a"])).to_list()
 
 
+def test_opposites_in_spanish_portuguese_and_french():
+    """SPEC: the closed list holds in every language the project extracts. Pairs a merge
+    audit of the Spanish docs found merged (ingress/egress, sync/async pipelines)."""
+    assert fact_conflict("Pipeline de egreso de trazas", "Pipeline de ingreso de trazas",
+                         segment_type="heading") == "opposite"
+    assert fact_conflict("Crear instrumentos síncronos", "Crear instrumentos asíncronos",
+                         segment_type="heading") == "opposite"
+    assert fact_conflict("Usar o exportador assíncrono", "Usar o exportador síncrono") \
+        == "opposite"
+    assert fact_conflict("Le client envoie les données.", "Le serveur envoie les données.") \
+        == "opposite"
+    assert fact_conflict("El atributo es opcional.", "El atributo es obligatorio.") \
+        == "opposite"
+    assert fact_conflict("La API pública del SDK", "La API privada del SDK") == "opposite"
+    assert fact_conflict("Configuration programmatique du SDK", "Configuration déclarative du SDK",
+                         segment_type="heading") == "opposite"
+    # A form of another language on the same side is the same fact.
+    sig = fact_signatures(pl.Series(["ingress", "ingreso", "entrante", "egress", "sortant"]))
+    rows = sig.to_list()
+    assert rows[0] == rows[1] == rows[2] and rows[3] == rows[4] and rows[0] != rows[3]
+
+
+def test_forms_that_are_english_words_stay_out_of_other_languages_lists():
+    """Forms such as "exporter" or "superior" would make English text state an opposite it
+    does not mean; they are left out, so English decisions do not move."""
+    forms = {f for pair in F.OPPOSITES for side in pair for f in side.split()}
+    assert not forms & {"exporter", "importer", "encoder", "installer", "lecture", "superior",
+                        "inferior", "premier", "multiples", "descendant", "lee"}
+    assert fact_signatures(pl.Series(["Configure the OTLP exporter."])).to_list() == \
+        fact_signatures(pl.Series(["Configure the OTLP receiver."])).to_list()
+
+
 def test_opposite_forms_are_unique():
     """A form in two pairs would silently belong to the last one only, and its antonym in
     the other pair would no longer contradict it."""
