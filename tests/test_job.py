@@ -338,8 +338,7 @@ def test_a_ray_cluster_the_run_starts_gives_its_workers_one_thread_pools(monkeyp
     monkeypatch.delenv("POLARS_MAX_THREADS", raising=False)
     monkeypatch.setenv("NUMBA_NUM_THREADS", "2")
     monkeypatch.delenv("RAY_worker_niceness", raising=False)
-    # Only the variables ray_start sets are compared: ray.init adds its own on first use.
-    before = {name: os.environ.get(name) for name in job.LOCAL_CLUSTER_ENV}
+    before = dict(os.environ)
 
     def pools() -> tuple[str | None, str | None, int, int]:
         import polars
@@ -349,7 +348,10 @@ def test_a_ray_cluster_the_run_starts_gives_its_workers_one_thread_pools(monkeyp
 
     assert job.ray_start(None)
     try:
-        assert {name: os.environ.get(name) for name in job.LOCAL_CLUSTER_ENV} == before
+        # Every variable is as it was and none of ours is left behind; ray.init may add its
+        # own (RAY_AUTH_MODE, ...) on first use, which are Ray's, not ours.
+        assert {name: os.environ.get(name) for name in before} == before
+        assert not set(job.LOCAL_CLUSTER_ENV) & (set(os.environ) - set(before))
         got = ray.get(ray.remote(num_cpus=1)(pools).remote())
     finally:
         job.stop_ray()

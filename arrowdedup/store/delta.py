@@ -121,14 +121,14 @@ class DeltaWriter:
         end_run(self.root, self.tmp, self._stack, err)
 
     def _write(self, rel: str, data: Any, rows: int | None) -> None:
-        from .writer import write_data_file
+        from .writer import CHECKSUM, write_data_file
 
         assert self.tmp is not None
         path = self.tmp / self.layer / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         digest = write_data_file(path, data)
         fsync_file(path)
-        self.files[f"{self.layer}/{rel}"] = {"rows": rows, "xxh3_128": digest}
+        self.files[f"{self.layer}/{rel}"] = {"rows": rows, CHECKSUM: digest}
 
     def write(
         self,
@@ -142,7 +142,7 @@ class DeltaWriter:
         :class:`arrowdedup.ingest.IngestionResult` of the new and changed documents, or
         ``None`` for a delete), their ``inputs`` rows (fingerprints), the ``tombstones`` and
         the ``changes`` rows; the registered indexes are built over the layer's kept rows."""
-        from .writer import checksum_file, encode_bucket, parquet_bytes
+        from .writer import CHECKSUM, checksum_file, encode_bucket, parquet_bytes
 
         assert self.tmp is not None and self.parent is not None
         t0 = time.perf_counter()
@@ -172,7 +172,7 @@ class DeltaWriter:
                 rel_path = path.relative_to(self.tmp).as_posix()
                 if rel_path not in ours:
                     fsync_file(path)
-                    self.files[rel_path] = {"rows": None, "xxh3_128": checksum_file(path)}
+                    self.files[rel_path] = {"rows": None, CHECKSUM: checksum_file(path)}
             self.timings["index"] += time.perf_counter() - ti
         stones = pa.table({"doc_id": pa.array(sorted(tombstones), type=pa.string())})
         self._write(TOMBSTONES, parquet_bytes(stones), stones.num_rows)
