@@ -77,7 +77,12 @@ def ingest(
         "--delete-missing", help="With --update: also remove the store's documents that "
                                  "INPUT does not hold (the store mirrors INPUT).")] = False,
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="With --update: say what would change and write nothing.")] = False,
+        "--dry-run", help="With --update: list the documents that would be added, changed "
+                          "and removed, and write nothing.")] = False,
+    allow_moved_sources: Annotated[bool, typer.Option(
+        "--allow-moved-sources",
+        help="With --update: let a document come from another file than the one the store "
+             "recorded for it (a moved checkout, or another folder on purpose).")] = False,
     replace: Annotated[bool, typer.Option(
         "--replace", help="Replace a store built from other inputs with this one (the old "
                           "versions are kept, see `arrowdedup versions`).")] = False,
@@ -118,9 +123,10 @@ def ingest(
                    language_from_path=language_from_path, key_columns=keys,
                    skip_bad_files=skip_bad_files, root=root, detect_keys=detect_keys,
                    doc_version_from_path=doc_version_from_path, keep_versions=keep_versions,
-                   quiet=quiet, as_json=as_json)
+                   allow_moved_sources=allow_moved_sources, quiet=quiet, as_json=as_json)
         return
-    for flag, given in (("--delete-missing", delete_missing), ("--dry-run", dry_run)):
+    for flag, given in (("--delete-missing", delete_missing), ("--dry-run", dry_run),
+                        ("--allow-moved-sources", allow_moved_sources)):
         if given:
             from ..errors import InputError
 

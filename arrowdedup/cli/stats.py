@@ -90,6 +90,8 @@ def stats(
     a document's largest salience boost >= HighSalienceBoostThreshold.
 
     --sql queries the views: segments, decisions, documents, retrieval_log and the metrics.
+    It has full DuckDB access (files, extensions, several statements, no time limit): never
+    pass it untrusted text (search's --where is the sandboxed filter).
     """
     from ..metrics import compute_warnings, connect, corpus_metrics, metric_views, prometheus_text
     from ..store import open_store

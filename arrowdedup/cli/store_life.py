@@ -22,11 +22,35 @@ def _change_line(result: Any) -> str:
             f"{c.get('removed', 0)} removed, {c.get('unchanged', 0)} unchanged")
 
 
+# A dry run's text output names this many documents of each kind (`--json` names them all).
+SHOWN_IDS = 20
+
+
 def _payload(result: Any) -> dict[str, Any]:
+    ids = result.change_ids or {}
     return {"store": str(result.root), "version": result.version_id,
             "dry_run": bool(result.dry_run), "changes": dict(result.changes or {}),
+            "doc_ids": {kind: list(ids.get(kind, ())) for kind in ("added", "changed",
+                                                                    "removed")},
             "counts": result.counts,
             "timings": {k: float(v) for k, v in result.timings.items()}}
+
+
+def change_id_lines(result: Any, limit: int = SHOWN_IDS) -> list[str]:
+    """The documents a dry run would add, change and remove: per kind, a count and the first
+    ``limit`` doc_ids, one a line."""
+    lines: list[str] = []
+    ids = result.change_ids or {}
+    for kind, verb in (("added", "add"), ("changed", "change"), ("removed", "remove")):
+        docs = list(ids.get(kind, ()))
+        if not docs:
+            continue
+        shown = f", the first {limit}" if len(docs) > limit else ""
+        lines.append(f"would {verb} {len(docs)} document(s){shown}:")
+        lines.extend(f"  {d}" for d in docs[:limit])
+        if len(docs) > limit:
+            lines.append(f"  … and {len(docs) - limit} more (--json lists them all)")
+    return lines
 
 
 def _report(result: Any, *, quiet: bool, as_json: bool) -> None:
@@ -35,6 +59,9 @@ def _report(result: Any, *, quiet: bool, as_json: bool) -> None:
         print_json(_payload(result))
         return
     console.print(_change_line(result), markup=False)
+    if result.dry_run:
+        for line in change_id_lines(result):
+            console.print(line, markup=False, soft_wrap=True)
     if not result.dry_run and not quiet:
         console.print(result.summary(), markup=False)
     suffix = " (nothing written)" if result.dry_run else ""

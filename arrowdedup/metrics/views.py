@@ -126,6 +126,10 @@ def connect(
     ``dedup_ratio_ingestion``, ``dedup_ratio_retrieval``, ``avg_salience_boost``,
     ``max_salience_boost`` (one row, one column ``value``), ``dedup_by_doc_type`` (plus
     ``dedup_by_language`` when the decisions carry a ``language`` column).
+
+    The connection has full DuckDB access (files, extensions, several statements, no time
+    limit): it is for the store's owner; never run untrusted SQL on it (``search(where=...)``
+    is the sandboxed filter).
     """
     root = store_root(store)
     current = root / CURRENT
