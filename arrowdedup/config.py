@@ -152,7 +152,7 @@ class IngestionConfig:
         metadata=_key("BoostDecayMode", _enum(DecayMode), "'Linear' or 'Logarithmic'"),
     )
     log_base: float = dataclasses.field(
-        default=2.0, metadata=_key("LogBase", _logbase, "a number in (1, 1e6]")
+        default=2.0, metadata=_key("LogBase", _logbase, "a number > 1, at most 1e6")
     )
     mode: Mode = dataclasses.field(
         default=Mode.EXACT, metadata=_key("Mode", _enum(Mode), "'Exact' or 'Lsh'")
