@@ -106,6 +106,18 @@ def test_a_runaway_predicate_is_stopped_within_the_limit(store: Path) -> None:
     assert search(store, _query(store), k=3).results.height
 
 
+def test_a_predicate_that_hoards_memory_is_stopped(store: Path) -> None:
+    """Without a memory cap this subquery took 2.5 GB in 7 s, inside the time limit."""
+    import resource
+
+    hoard = "(SELECT len(l) FROM (SELECT list(i) l FROM range(150000000) t(i))) > 0"
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(InputError, match=r"needed more than 512 MB and was stopped"):
+        filter_rows(open_store(store), hoard, 60_000)
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 1_000_000  # well under the 2.5 GB the query takes unbounded
+
+
 def test_the_limit_comes_from_the_stores_config_by_default(store: Path) -> None:
     from arrowdedup.retrieval.search import store_view
 

@@ -259,6 +259,12 @@ def _version_tuple(version: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(p)) if p.isdigit() else (1, p.lower()) for p in parts)
 
 
+# DuckDB memory a `where` predicate may use: a text pattern over a million segments needs far
+# less than 256 MB (the segments are scanned from Arrow, not copied); a list of 150M integers
+# built by a subquery took 2.5 GB in 7 s, inside the time limit.
+WHERE_MEMORY_LIMIT_MB = 512
+
+
 def filter_rows(store: Store, where: str, timeout_ms: int | None = None) -> np.ndarray:
     """Store rows (``Store.segments()`` order) whose segment satisfies the DuckDB SQL
     predicate ``where``; any column of the segments table can be named (embeddings aside).
@@ -266,8 +272,8 @@ def filter_rows(store: Store, where: str, timeout_ms: int | None = None) -> np.n
     The predicate may come from a user further up (a web form), so it is sandboxed: it is one
     expression (never several statements, never text that closes the ``WHERE`` around it); its
     connection reaches the registered segments and nothing else (no file read or written, no
-    COPY, INSTALL, LOAD or ATTACH); and it is stopped after ``timeout_ms`` milliseconds
-    (``Retrieval.WhereTimeoutMs``; None: its default)."""
+    COPY, INSTALL, LOAD or ATTACH); it is stopped after ``timeout_ms`` milliseconds
+    (``Retrieval.WhereTimeoutMs``; None: its default) or past :data:`WHERE_MEMORY_LIMIT_MB`."""
     import duckdb
 
     if timeout_ms is None:
@@ -292,6 +298,7 @@ def filter_rows(store: Store, where: str, timeout_ms: int | None = None) -> np.n
     try:
         # DuckDB draws a progress bar on stdout for a query past two seconds.
         con.execute("SET enable_progress_bar = false")
+        con.execute(f"SET memory_limit = '{WHERE_MEMORY_LIMIT_MB}MB'")
         con.register("segments", table)
         # DuckDB has no per-query timeout: a timer interrupts the connection (a fresh one,
         # closed below, so a late interrupt cannot reach another query).
@@ -311,6 +318,11 @@ def filter_rows(store: Store, where: str, timeout_ms: int | None = None) -> np.n
                 f"--where {shown(where, 200)} ran longer than Retrieval.WhereTimeoutMs "
                 f"({timeout_ms} ms) and was stopped; narrow the predicate, or raise "
                 "Retrieval.WhereTimeoutMs in the config") from err
+        except duckdb.OutOfMemoryException as err:
+            raise InputError(
+                f"--where {shown(where, 200)} needed more than {WHERE_MEMORY_LIMIT_MB} MB and "
+                "was stopped; a filter is a condition on each segment: narrow the predicate"
+            ) from err
         except duckdb.Error as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else \
                 type(err).__name__
