@@ -195,3 +195,15 @@ def test_library_dry_run_lists_every_id(tmp_path: Path, model: str) -> None:
     dry = update_store(root, [folder], delete_missing=True, dry_run=True)
     assert dry.dry_run and dry.change_ids == {"added": ("c",), "changed": (),
                                               "removed": ("b",)}
+
+
+def test_cli_delete_dry_run_names_the_documents_too(tmp_path: Path, model: str) -> None:
+    _, root = _store(tmp_path, model, ["a", "b", "c"])
+    out = runner.invoke(app, ["delete", str(root), "a", "c", "--dry-run"])
+    assert out.exit_code == 0, out.output
+    assert "would remove 2 document(s):\n  a\n  c\n" in out.output
+    payload = json.loads(runner.invoke(app, ["delete", str(root), "a", "--dry-run",
+                                             "--json"]).stdout)
+    assert payload["doc_ids"] == {"added": [], "changed": [], "removed": ["a"]}
+    assert sorted(open_store(root).documents().collect().get_column("doc_id").to_list()) == \
+        ["a", "b", "c"]
