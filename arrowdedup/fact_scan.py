@@ -13,6 +13,21 @@ the lower-cased word in sorted tables built once in Python.
 The chunk loop also finds the quoted spans (no pass of their own), a piece's character
 statistics are counted while its extent is found, and a row's facts are
 sorted and made unique as the row ends, so the scan writes the CSR signature column itself.
+
+The scan is a chain of small jitted functions, each compiled and cached on its own, so that
+a rule change recompiles one handler of a few dozen lines instead of one function of
+hundreds: :func:`_scan` loops over rows; :func:`_row` walks a row's chunks
+(:func:`_chunk_end` finds a chunk's end and its quoted spans, :func:`_quoted_at`;
+:func:`_strip` its wrapping punctuation); :func:`_pieces` splits a chunk into pieces
+(:func:`_piece_extent`), takes the common plain word on a fast path (:func:`_plain_word`)
+and hands any other piece to the handler of its kind: :func:`_wide_piece` (list words,
+:func:`_wide_negation`, :func:`_wide_terms`), :func:`_narrow_piece` (URLs, flags, paths,
+identifiers), :func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) and
+:func:`_word_piece` (list words, acronyms, names, :func:`_hyphen_parts`, negation by affix);
+:func:`_settle` then writes the piece's own fact and settles a number waiting for its unit.
+The handlers share the row's state in one small array (``ST_*``) and take the word tables,
+the unit tables and the wide negations as three tuples. Only leaf helpers of a few lines are
+``inline="always"`` (``tests/test_fact_scan.py`` holds both bounds).
 """
 
 from __future__ import annotations
@@ -567,9 +582,13 @@ def _sort_unique(out: np.ndarray, lo: int, hi: int) -> int:
 
 # The row state the handlers share, one int64 array per scanning thread: a number in
 # ``num_buf`` waiting for a unit word (its length, or -1, and its kind), the Title Case counts,
-# and the row's language flags.
-ST_PEND_NUM, ST_PEND_KIND, ST_TITLE_WORDS, ST_LOWER_WORDS, ST_COMMA, ST_NOUNS = range(6)
-ST_SIZE = 6
+# the row's language flags, and whether the next chunk starts a sentence. Flags passed as
+# arguments instead would reach a handler as the literal ``True`` of their first assignment
+# while Numba infers the caller's types, and Numba would compile the handler twice, once for
+# that literal.
+(ST_PEND_NUM, ST_PEND_KIND, ST_TITLE_WORDS, ST_LOWER_WORDS, ST_COMMA, ST_NOUNS,
+ ST_SENTENCE_START) = range(7)
+ST_SIZE = 7
 
 # A narrow piece's character statistics, as :func:`_piece_extent` returns them (one tuple).
 (S_UPPER, S_LOWER, S_DIGIT, S_ALPHA, S_CHARS, S_UPPER_AFTER_LOWER, S_LEAD_UPPER, S_US, S_DOT,
@@ -1167,8 +1186,8 @@ def _plain_word(data: np.ndarray, ps: int, pe: int, first_cp: int, n_upper: int,
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _pieces(data: np.ndarray, cs: int, ce: int, sentence_start: bool, money: bool,
-            out: np.ndarray, n_out: int, bufs: tuple[np.ndarray, ...], st: np.ndarray,
+def _pieces(data: np.ndarray, cs: int, ce: int, money: bool, out: np.ndarray, n_out: int,
+            bufs: tuple[np.ndarray, ...], st: np.ndarray,
             tables: tuple[tuple[np.ndarray, ...], ...]) -> int:
     """The facts of the pieces of chunk ``[cs, ce)``. Pieces split where a wide script meets a
     narrow one, at '=' and at inner punctuation of wide scripts. Only the first piece of a
@@ -1176,7 +1195,7 @@ def _pieces(data: np.ndarray, cs: int, ce: int, sentence_start: bool, money: boo
     between a sentence and a name in it ("詳細はJavaエージェント")."""
     words, units, wide_neg = tables
     p = cs
-    next_start = sentence_start
+    next_start = st[ST_SENTENCE_START] != 0
     while p < ce:
         cp, ln = _decode(data, p, ce)
         if p > cs and _sign_before_digit(cp, data, p, ce):
@@ -1238,15 +1257,15 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
     st[ST_PEND_KIND] = K_NUMBER
     st[ST_TITLE_WORDS] = 0
     st[ST_LOWER_WORDS] = 0
+    st[ST_SENTENCE_START] = 1
     quote_from = s  # quoted spans are looked for from here on
-    sentence_start = True
     i = s
     while i < e:
         b0 = data[i]
         if b0 < 0x80:
             if _ASCII[b0] == C_SPACE:
                 if b0 == 10:
-                    sentence_start = True
+                    st[ST_SENTENCE_START] = 1
                 i += 1
                 continue
         else:
@@ -1259,15 +1278,15 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
         cs, ce, ends_sentence, money = _strip(data, cs, i)
         if cs >= ce:
             if ends_sentence:
-                sentence_start = True
+                st[ST_SENTENCE_START] = 1
             continue
         if _is_marker(data, cs, ce):
             continue
         if code:
             n_out = _push(out, n_out, _xxh64_one(data, cs, ce), K_IDENT)
             continue
-        n_out = _pieces(data, cs, ce, sentence_start, money, out, n_out, bufs, st, tables)
-        sentence_start = ends_sentence
+        n_out = _pieces(data, cs, ce, money, out, n_out, bufs, st, tables)
+        st[ST_SENTENCE_START] = 1 if ends_sentence else 0
     if st[ST_PEND_NUM] >= 0:
         n_out = _push(out, n_out, _xxh64_one(bufs[1], 0, st[ST_PEND_NUM]), st[ST_PEND_KIND])
     if st[ST_TITLE_WORDS] >= 3 and st[ST_TITLE_WORDS] > st[ST_LOWER_WORDS]:
