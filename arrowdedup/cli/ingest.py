@@ -150,7 +150,7 @@ def ingest(
     if not quiet:
         shown = {k: v for k, v in result.timings.items() if v >= 0.005 and k != "total"}
         say("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in shown.items())
-                      + f"; total {result.timings['total']:.2f} s")
+            + f"; total {result.timings['total']:.2f} s")
     say(f"store: {out} (version {result.version_id})")
 
 

@@ -136,10 +136,10 @@ def search(
     title = f"{result.mode} search: {' | '.join(query)}"
     if result.where:
         title += f" (where {result.where})"
-    console.print(results_table(title, result.results, console.width))
+    console.print(results_table(escape(title), result.results, console.width))
     if result.results.height == 0:
         say("no result passed the relevance floor"
-                      + (" and the filter" if result.where else ""))
+            + (" and the filter" if result.where else ""))
     note(result.summary())
 
 

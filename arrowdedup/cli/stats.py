@@ -151,7 +151,7 @@ def stats(
                 more = f" and {len(w.doc_ids) - 10} more" if len(w.doc_ids) > 10 else ""
                 docs = f" [documents: {shown}{more}]"
             say(f"warning: {w.metric} = {w.value:.3f} (threshold {w.threshold:g}): "
-                          f"{w.message}{docs}")
+                f"{w.message}{docs}")
     finally:
         con.close()
 

@@ -178,8 +178,7 @@ def compact(
     if result.version_id == before:
         say(f"store: {store} (version {before} has no deltas; nothing to compact)")
     else:
-        say(f"store: {store} (version {result.version_id}, compacted from "
-                      f"{before})")
+        say(f"store: {store} (version {result.version_id}, compacted from {before})")
 
 
 def _current_id(store: Path) -> str:
@@ -223,7 +222,7 @@ def prune(
         say(f"{verb} {done.folded_deltas} delta(s){into}")
     verb = "would remove" if dry_run else "removed"
     say(f"{verb} {len(done.removed)} version(s)"
-                  + (f": {', '.join(done.removed)}" if done.removed else ""))
+        + (f": {', '.join(done.removed)}" if done.removed else ""))
     if done.held:
         note(f"kept {len(done.held)} version(s) a reader holds open: {', '.join(done.held)}; prune "
              "again later")
