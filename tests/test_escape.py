@@ -163,10 +163,9 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
                           "--skip-bad-files"])
     assert code == 0, err
     first = {"out": out, "err": err}
-    # A second version (the versions table then has a parent), from a changed document.
-    (docs / "faq.md").write_text("# FAQ\n\nHow do I configure the exporter?\n\n"
-                                 f"Use the config block {CLEAR} in the collector file.\n",
-                                 encoding="utf-8")
+    # A second version (the versions table then has a parent), with one more document.
+    (docs / f"added{CLEAR}.md").write_text(f"# Added\n\nUse the config block {CLEAR}.\n",
+                                            encoding="utf-8")
     code, _, err = run(["ingest", str(docs), "--out", str(store), "--update",
                         "--skip-bad-files", "-q"])
     assert code == 0, err
@@ -213,7 +212,7 @@ def _commands(h: dict[str, object]) -> dict[str, list[str]]:
         "verify": ["verify", store],
         "report": ["report", store, "--out", str(tmp / "report.html")],
         "calibrate": ["calibrate", str(h["pairs"]), "-e", spec],
-        "delete": ["delete", store, f"faq{CLEAR}", "--dry-run"],
+        "delete": ["delete", store, f"table{CLEAR}", "--dry-run"],
         "prune": ["prune", store, "--dry-run"],
         "compact": ["compact", str(tmp / "again")],
         "rollback": ["rollback", str(tmp / "again")],
