@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -11,7 +12,16 @@ import typer
 
 from ..errors import InputError
 from ..escape import escape
-from .app import JsonOpt, app, clean_errors, console, plain, print_json, say
+from .app import (
+    JsonOpt,
+    app,
+    clean_errors,
+    console,
+    plain,
+    print_json,
+    say,
+    stdout_is_terminal,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -121,7 +131,11 @@ def stats(
         metrics = corpus_metrics(con)
         warnings = compute_warnings(con, opened.config.analytics, metrics)
         if fmt is StatsFormat.PROMETHEUS:
-            typer.echo(prometheus_text(con, metrics, warnings), nl=False)
+            text = prometheus_text(con, metrics, warnings)
+            # A label value (a doc_type) is the data's own text: exact for a scraper, shown
+            # with its control characters escaped on a terminal.
+            sys.stdout.write(escape(text, keep_layout=True) if stdout_is_terminal() else text)
+            sys.stdout.flush()
             return
         by_type_cols, by_type = _group_rows(con, "dedup_by_doc_type")
         if fmt is StatsFormat.JSON:

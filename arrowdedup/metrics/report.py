@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..config import AnalyticsConfig
 from ..errors import StoreError
+from ..escape import escape
 from ..store import Store, open_store
 from .views import CORPUS_METRICS, connect, corpus_metrics
 from .warnings import MetricWarning, compute_warnings
@@ -86,9 +87,10 @@ def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
 
 def _label(text: object) -> str:
     """A data value as a plot label, drawn as written: matplotlib reads text between two
-    ``$`` as mathtext (a doc_type ``$x_$`` ended the report in a parse error); an escaped
-    ``\\$`` is drawn as ``$``."""
-    return str(text).replace("$", "\\$")
+    ``$`` as mathtext (a doc_type ``$x_$`` ended the report in a parse error), so ``$`` is
+    escaped (``\\$`` is drawn as ``$``); a control character, which no font has a glyph
+    for, is drawn as its escape (``\\x1b``)."""
+    return escape(text).replace("$", "\\$")
 
 
 def _no_data(ax: Any, text: str) -> None:
