@@ -200,6 +200,8 @@ def _commands(h: dict[str, object]) -> dict[str, list[str]]:
         "ingest": ["ingest", docs, "--out", str(tmp / "again"), "-e", spec,
                    "--skip-bad-files"],
         "extract": ["extract", docs, "--out", str(tmp / "x.parquet"), "--skip-bad-files"],
+        "verbose": ["-v", "extract", docs, "--out", str(tmp / "v.parquet"),
+                    "--skip-bad-files"],
         "update": ["ingest", docs, "--out", store, "--update", "--dry-run",
                    "--skip-bad-files"],
         "search": ["search", store, "collector pipeline spans", "-k", "6"],
@@ -228,9 +230,9 @@ def _second_store(h: dict[str, object], name: str) -> None:
             assert code == 0, err
 
 
-COMMAND_NAMES = ("ingest", "extract", "update", "search", "context", "merges", "stats",
-                 "stats-sql", "versions", "verify", "report", "calibrate", "delete", "prune",
-                 "compact", "rollback")
+COMMAND_NAMES = ("ingest", "extract", "verbose", "update", "search", "context", "merges",
+                 "stats", "stats-sql", "versions", "verify", "report", "calibrate", "delete",
+                 "prune", "compact", "rollback")
 
 
 @pytest.mark.parametrize("name", COMMAND_NAMES)
@@ -244,6 +246,8 @@ def test_every_command_at_80_columns_prints_no_control_character(
     if name != "context":  # Markdown, whose lines are the documents' own
         assert_fits(out)
     assert_version_ids_whole(out + err, name)
+    if name == "verbose":  # the log line names the skipped file, escaped
+        assert re.search(r"skipped \S*binary\\x1b\]52;c;", err), err
     if name not in ("search", "context"):  # whose text column may end a word with "…"
         assert not re.search(r"(^|\s)\w{1,4}…", out), (name, out)  # no "se… c…" header
 

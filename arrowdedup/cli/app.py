@@ -5,9 +5,11 @@ traceback; Ctrl-C becomes one line and exit code 130, wherever it lands. Each co
 a small function; heavy imports happen inside them so ``arrowdedup --help`` stays fast.
 
 Output rules, the same for every command:
-- tables go to stdout and stay readable at any width: long ids are shortened from the middle
-  (:func:`middle`), free text wraps, and no column is dropped (``no_wrap`` columns are kept
-  narrow on purpose);
+- tables go to stdout and stay readable at any width: ids wrap at their separators and only
+  beyond two lines are shortened from the middle (:func:`wrap_id`), free text wraps, and no
+  column is dropped (``no_wrap`` columns are kept narrow on purpose);
+- every document-derived string (texts, doc_ids, file names) is printed through
+  :func:`arrowdedup.escape.escape`: a document never drives the terminal;
 - ``--json`` prints exactly one JSON document on stdout (:func:`print_json`); summaries and
   notes then go to stderr, so ``cmd --json | jq`` always parses;
 - the width is read when a command starts (``COLUMNS``, else the terminal, else 80).
