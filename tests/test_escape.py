@@ -112,14 +112,16 @@ def test_wrapped_ids_never_break_inside_a_word() -> None:
         width, lines = int(rng.integers(12, 40)), int(rng.integers(1, 4))
         out = wrap_id(text, width, lines).split("\n")
         assert len(out) <= lines and all(len(r) <= width for r in out), (text, out)
-        for row in out:
-            # Every row but a shortened word starts and ends at a piece boundary.
-            if "…" in row.strip("…"):
-                continue
-            body = row.lstrip("…")
-            assert text.startswith(body) or (body in text and (
-                text[text.index(body) - 1] in "/-_.")), (text, out)
-            assert text.endswith(body) or body[-1] in "/-_.", (text, out)
+        if "…" not in "".join(out):  # wrapped whole: every break follows a separator
+            assert "".join(out) == text and all(r[-1] in "/-_." for r in out[:-1]), out
+            continue
+        # Shortened: the head rows start the id, the last row ("…" + tail) ends it, and the
+        # tail starts after a separator (every word here fits the width, so none is cut).
+        *head, last = out
+        assert text.startswith("".join(head)) and all(r[-1] in "/-_." for r in head), out
+        assert last.startswith("…") and "…" not in last[1:], out
+        tail = last[1:]
+        assert text.endswith(tail) and text[-len(tail) - 1] in "/-_.", (text, out)
 
 
 # ----------------------------------------------------------------------------- a hostile corpus
