@@ -20,6 +20,7 @@ from .app import (
     load_config,
     note,
     print_json,
+    say,
 )
 
 
@@ -151,12 +152,12 @@ def ingest(
         console.print(documents_table(documents))
         for line in _key_column_lines(manifest):
             note(line)
-    console.print(result.summary(), markup=False)
+    say(result.summary())
     if not quiet:
         shown = {k: v for k, v in result.timings.items() if v >= 0.005 and k != "total"}
-        console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in shown.items())
-                      + f"; total {result.timings['total']:.2f} s", markup=False)
-    console.print(f"store: {out} (version {result.version_id})", markup=False)
+        say("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in shown.items())
+            + f"; total {result.timings['total']:.2f} s")
+    say(f"store: {out} (version {result.version_id})")
 
 
 def _manifest(version: Path) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .app import JsonOpt, app, clean_errors, console, err_console, print_json
+from .app import JsonOpt, app, clean_errors, note, print_json, say
 
 
 @app.command()
@@ -31,9 +31,9 @@ def verify(
         print_json(json.loads(report_json(report)))
     else:
         for problem in report.problems:
-            err_console.print(f"problem: {problem}", markup=False, soft_wrap=True)
-        for note in report.notes:
-            console.print(f"note: {note}", markup=False)
-        console.print(report.summary(), markup=False)
+            note(f"problem: {problem}")
+        for line in report.notes:
+            say(f"note: {line}")
+        say(report.summary())
     if not report.ok:
         raise typer.Exit(code=1)

@@ -289,10 +289,11 @@ def metric_views(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def corpus_metrics(con: duckdb.DuckDBPyConnection) -> dict[str, float | None]:
-    """Each corpus-level metric's value (None when there is no data yet)."""
+    """Each corpus-level metric's value (None when there is no data yet): a count stays an
+    ``int`` (``guard_refused_merges`` prints as 638, not 638.0), a ratio is a ``float``."""
     out: dict[str, float | None] = {}
     for name in CORPUS_METRICS:
         rows = con.sql(f"SELECT value FROM {name}").fetchall()
         value = rows[0][0] if rows else None
-        out[name] = None if value is None else float(value)
+        out[name] = None if value is None else value if isinstance(value, int) else float(value)
     return out
