@@ -9,7 +9,17 @@ from typing import Annotated, Any
 
 import typer
 
-from .app import JsonOpt, QuietOpt, app, clean_errors, compact_table, console, note, print_json
+from .app import (
+    JsonOpt,
+    QuietOpt,
+    app,
+    clean_errors,
+    compact_table,
+    console,
+    err_console,
+    note,
+    print_json,
+)
 
 KeepOpt = Annotated[int, typer.Option(help="Versions kept after this run (older ones are "
                                            "pruned).")]
@@ -90,9 +100,11 @@ def versions(
     as_json: JsonOpt = False,
 ) -> None:
     """List the kept versions, oldest first, and which one is current."""
-    from ..store.versions import list_versions
+    from ..store.versions import scan_versions
 
-    infos = list_versions(store)
+    infos, skipped = scan_versions(store)
+    for name, why in skipped:
+        err_console.print(f"skipped version {name}: {why}", markup=False, soft_wrap=True)
     if as_json:
         print_json([v.to_dict() for v in infos])
         return
