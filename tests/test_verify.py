@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from arrowdedup import DedupConfig, IngestionConfig, StoreError, ingest, verify_store, write_store
 from arrowdedup.cli import app
 from arrowdedup.store import bucket_of, open_store
-from arrowdedup.store.integrity import seal_manifest
+from arrowdedup.store.integrity import manifest_text
 from arrowdedup.store.writer import index_file_entry
 
 runner = CliRunner()
@@ -49,7 +49,7 @@ def _manifest_path(root: Path) -> Path:
 def _save(mpath: Path, manifest: dict) -> None:
     """Write an edited manifest with a fresh manifest_checksum, as if a writer had written
     it, so only the checks a test aims at can see the edit."""
-    mpath.write_text(json.dumps(seal_manifest(manifest)))
+    mpath.write_text(manifest_text(manifest))
 
 
 def _rewrite(root: Path, rel: str, table: pa.Table) -> None:

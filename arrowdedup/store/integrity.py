@@ -16,8 +16,9 @@ points at ``verify`` and ``rollback``: damaged bytes are never returned as data.
 before block checksums have none; they are read as before (``verify`` still checks their
 files whole).
 
-The manifest carries ``manifest_checksum``, the XXH3-128 of its canonical JSON without that
-key: a changed count, config value or file name fails the read of the manifest the same way.
+The manifest carries ``manifest_checksum``, the XXH3-128 of its own bytes (the digest's place
+zeroed): a changed count, config value, file name or even whitespace fails the read of the
+manifest the same way.
 """
 
 from __future__ import annotations
@@ -75,27 +76,37 @@ def file_digests(path: Path, algo: str) -> tuple[str, str, int]:
 # ----------------------------------------------------------------------------- manifest
 
 
-def manifest_digest(manifest: Mapping[str, Any]) -> str:
+_PLACEHOLDER = "0" * 32  # as long as an XXH3-128 hex digest
+
+
+def _field(value: str) -> bytes:
+    return f'"{MANIFEST_CHECKSUM}": "{value}"'.encode("ascii")
+
+
+def manifest_text(manifest: Mapping[str, Any]) -> str:
+    """The manifest file's text: ``manifest`` as indented JSON with its ``manifest_checksum``,
+    the XXH3-128 of these very bytes with the digest's place filled with zeros (so any
+    changed byte, whitespace included, fails the check)."""
     body = {k: v for k, v in manifest.items() if k != MANIFEST_CHECKSUM}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return xxhash.xxh3_128_hexdigest(text.encode("ascii"))
+    text = json.dumps({**body, MANIFEST_CHECKSUM: _PLACEHOLDER}, indent=2, sort_keys=True)
+    digest = xxhash.xxh3_128_hexdigest(text.encode("utf-8"))
+    return text.replace(_field(_PLACEHOLDER).decode("ascii"), _field(digest).decode("ascii"), 1)
 
 
-def seal_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """``manifest`` with its ``manifest_checksum``."""
-    body = {k: v for k, v in manifest.items() if k != MANIFEST_CHECKSUM}
-    return {**body, MANIFEST_CHECKSUM: manifest_digest(body)}
-
-
-def manifest_problem(manifest: Mapping[str, Any]) -> str | None:
-    """Why ``manifest`` fails its own checksum, or None (sound, or written before the
-    checksum existed)."""
+def manifest_problem(raw: bytes, manifest: Mapping[str, Any]) -> str | None:
+    """Why the manifest file ``raw`` (parsed: ``manifest``) fails its own checksum, or None
+    (sound, or written before the checksum existed)."""
     if MANIFEST_CHECKSUM not in manifest:
+        if BLOCK_KEY in manifest:  # every writer of block checksums also writes the checksum
+            return "it has block checksums but no manifest_checksum"
         return None
     recorded = manifest[MANIFEST_CHECKSUM]
-    actual = manifest_digest(manifest)
+    field = _field(str(recorded)) if isinstance(recorded, str) and recorded.isascii() else b""
+    if not field or raw.count(field) != 1:
+        return f"its manifest_checksum {str(recorded)[:12]}… is not where it was written"
+    actual = xxhash.xxh3_128_hexdigest(raw.replace(field, _field(_PLACEHOLDER), 1))
     if recorded != actual:
-        return (f"its manifest_checksum {str(recorded)[:12]}… differs from its content's "
+        return (f"its manifest_checksum {str(recorded)[:12]}… differs from its bytes' "
                 f"{actual[:12]}…: the manifest changed after it was written")
     return None
 

@@ -155,21 +155,22 @@ def current_manifest(root: Path) -> dict[str, Any] | None:
 def read_manifest(version: Path, *, strict: bool = True) -> dict[str, Any]:
     """The manifest of ``version``; ``strict`` (readers): refused when it fails its own
     checksum (``verify`` reads it leniently and reports that as one problem)."""
+    root = version.parent.parent
+    way_out = (f"`arrowdedup verify {root}` lists the damage, `arrowdedup rollback {root} "
+               "VERSION` makes a sound version current (or ingest again)")
     try:
-        data = json.loads((version / MANIFEST).read_text(encoding="utf-8"))
+        raw = (version / MANIFEST).read_bytes()
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError) as err:  # ValueError: bad JSON, or bytes that are not UTF-8
-        raise StoreError(f"manifest of {version} is missing or damaged ({err}); "
-                         "run `arrowdedup verify` or re-ingest") from err
+        raise StoreError(f"manifest of {version} is missing or damaged "
+                         f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
+                         f"{way_out}") from err
     if not isinstance(data, dict):
-        raise StoreError(f"manifest of {version} is not a JSON object; re-ingest")
+        raise StoreError(f"manifest of {version} is not a JSON object (damaged); {way_out}")
     if strict:
-        problem = manifest_problem(data)
+        problem = manifest_problem(raw, data)
         if problem is not None:
-            root = version.parent.parent
-            raise StoreError(f"manifest of {version} is damaged ({problem}); "
-                             f"`arrowdedup verify {root}` lists the damage, `arrowdedup "
-                             f"rollback {root} VERSION` makes a sound version current (or "
-                             "ingest again)")
+            raise StoreError(f"manifest of {version} is damaged ({problem}); {way_out}")
     return data
 
 

@@ -19,7 +19,6 @@ import dataclasses
 import datetime as dt
 import errno
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -45,7 +44,7 @@ from .atomic import (
     write_chunked,
     write_image,
 )
-from .integrity import BLOCK_INFO, BLOCK_KEY, block_digests, file_digests, seal_manifest
+from .integrity import BLOCK_INFO, BLOCK_KEY, block_digests, file_digests, manifest_text
 from .layout import (
     CURRENT,
     DECISIONS,
@@ -202,8 +201,7 @@ def publish_version(root: Path, tmp: Path, final: Path, manifest: Mapping[str, A
     (synced), one rename to ``final``, and the atomic switch of ``current``. A crash before the
     switch leaves the previous version current and whole."""
     mpath = tmp / MANIFEST
-    mpath.write_text(json.dumps(seal_manifest(manifest), indent=2, sort_keys=True),
-                     encoding="utf-8")
+    mpath.write_text(manifest_text(manifest), encoding="utf-8")
     fsync_file(mpath)
     fsync_dir(tmp)
     _pause_point("manifest-written")
