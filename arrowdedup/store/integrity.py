@@ -166,9 +166,13 @@ class FileGuard:
                 done = np.zeros(blocks, dtype=bool)
                 _CHECKED[key] = done
         self._done = done
+        # Every block checked: later reads of the file cost one attribute test.
+        self.complete = bool(done.all())
 
     def check(self, start: int, end: int) -> None:
         """Check the blocks holding bytes ``[start, end)`` (clipped to the file)."""
+        if self.complete:
+            return
         start, end = max(0, int(start)), min(self.size, int(end))
         if end <= start:
             return
@@ -187,6 +191,7 @@ class FileGuard:
                                            f"block {block} at byte {block * BLOCK_SIZE} fails "
                                            f"its {BLOCK_ALGO} checksum")
                     self._done[block] = True
+            self.complete = bool(self._done.all())
         except OSError as err:
             raise damaged_file(self.root, self.rel,
                                f"it cannot be read: {err.strerror or err}") from err

@@ -247,7 +247,7 @@ class RowGuard:
 
     def rows(self, rows: np.ndarray) -> None:
         """Scattered rows: each block that holds one is checked once."""
-        if rows.size == 0:
+        if rows.size == 0 or self.guard.complete:
             return
         first = (self.start + rows * self.row_bytes) // BLOCK_SIZE
         last = (self.start + (rows + 1) * self.row_bytes - 1) // BLOCK_SIZE
