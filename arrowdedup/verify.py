@@ -5,7 +5,10 @@ A store is trusted only after it has been checked from its files alone:
 - **files**: every file the manifest lists exists, has the recorded row count and checksum
   (XXH3-128; SHA-256 in format 1 stores), and no unlisted part file sits beside them (a
   half-written or foreign file);
-- **counts**: the manifest's counts equal the rows of the files;
+- **manifest**: it matches its own checksum (a manifest edited or damaged after it was written);
+- **counts**: every count the manifest states (``counts``: documents, segments in and kept,
+  each action; ``life``; ``history_layers``; the embedding dimension) equals what the files
+  hold;
 - **decisions**: one row per input segment with unique ids; the kept decisions are exactly the
   stored segments; every ``merged_near`` / ``dropped_exact`` decision names a representative
   that exists, is kept, and lies in the same document, segment type and language; the recorded
