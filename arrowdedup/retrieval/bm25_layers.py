@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from ..errors import StoreError
 from ..store import Store
-from ..store.integrity import CheckedArray, load_npy, read_text
+from ..store.integrity import CheckedArray, check_parquet, load_npy, read_text
 from ..store.layout import SEGMENTS
 from .bm25 import BM25_DIR, FILES, K1, RAW_FILES, B, Bm25Index, load_bm25, tokenize
 
@@ -46,6 +46,9 @@ def _layer_rows(store: Store, path: Path, dead: frozenset[str]) -> np.ndarray:
             ids = store.read_parquet(part, ["doc_id"]).get_column("doc_id")
             masks.append(~ids.cast(pl.String).is_in(sorted(dead)).to_numpy())
         else:
+            guard = store.guard(part)
+            if guard is not None:
+                check_parquet(guard, [])  # the footer, whose row count is read
             masks.append(np.ones(pq.ParquetFile(part).metadata.num_rows, dtype=bool))
     return np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
 

@@ -96,10 +96,18 @@ def scan_parquet_checked(path: Path, guard: FileGuard | None) -> pl.LazyFrame:
 
 def scan_ipc_checked(path: Path, guard: FileGuard | None) -> pl.LazyFrame:
     """``pl.scan_ipc`` of an embeddings file whose collect first checks the whole file (a
-    read of its rows reads all of it)."""
+    read of its rows reads all of it; a query that does not use them does not read it)."""
     if guard is None:
         return pl.scan_ipc(path)
-    guard.check_all()
+    # The schema is read from the file's footer and its first message: those blocks now,
+    # the rest when rows are read.
+    guard.check(max(0, guard.size - 10), guard.size)
+    with open(path, "rb") as fh:
+        fh.seek(max(0, guard.size - 10))
+        tail = fh.read(4)
+    footer = int.from_bytes(tail, "little", signed=True) if len(tail) == 4 else guard.size
+    guard.check(max(0, guard.size - 10 - max(footer, 0)), guard.size)
+    guard.check(0, 1)
     schema = pl.scan_ipc(path).collect_schema()
 
     def source(with_columns: list[str] | None, predicate: pl.Expr | None,
