@@ -392,3 +392,25 @@ def test_a_corrupt_manifest_of_another_version_is_skipped(tmp_path: Path) -> Non
     refused = runner.invoke(app, ["rollback", str(root), old])
     assert refused.exit_code == 1 and "damaged" in refused.stderr
     assert open_store(root).run_id == new  # the pointer did not move
+
+
+def test_a_manifest_without_the_new_fields_is_read_as_before(stores: dict[str, Path],
+                                                             tmp_path: Path) -> None:
+    # A store written before block checksums: no block_checksum, bytes, blocks or
+    # manifest_checksum. It is read without read-time checks, and verify still passes.
+    root = _fresh(stores["layered"], tmp_path / "old")
+    expected = _search_vector(root)
+    mpath = open_store(root).version / "manifest.json"
+    manifest = json.loads(mpath.read_text())
+    for key in ("block_checksum", "manifest_checksum"):
+        manifest.pop(key)
+    for entry in manifest["files"].values():
+        entry.pop("bytes"), entry.pop("blocks")
+    mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    forget_checked()
+    _VIEWS.clear()
+    store = open_store(root)
+    assert store.guard(store.version / "documents.parquet") is None
+    assert store.segments().collect().height == store.manifest["counts"]["segments_kept"]
+    assert _search_vector(root).equals(expected)
+    assert verify_store(root).ok
