@@ -97,9 +97,13 @@ def clean_errors(func: F) -> F:
         except ArrowDedupError as err:
             err_console.print(f"error: {escape(err)}", markup=False, soft_wrap=True)
             raise typer.Exit(code=1) from None
-        except Exception as err:
-            # A command on a store whose file a reading library could not read: say so, and
-            # how to find and leave the damaged version, instead of that library's traceback.
+        except KeyboardInterrupt:
+            _say_interrupted()
+            raise typer.Exit(code=130) from None
+        except BaseException as err:
+            # A command on a store whose file a reading library could not read (a native
+            # panic included, which is no Exception): say so, and how to find and leave the
+            # damaged version, instead of that library's traceback.
             from ..store.reader import damaged, read_failure
 
             if "store" not in kwargs or not read_failure(err):
@@ -107,9 +111,6 @@ def clean_errors(func: F) -> F:
             err_console.print(f"error: {escape(damaged(kwargs['store'], err))}",
                               markup=False, soft_wrap=True)
             raise typer.Exit(code=1) from None
-        except KeyboardInterrupt:
-            _say_interrupted()
-            raise typer.Exit(code=130) from None
 
     return wrapper  # type: ignore[return-value]
 

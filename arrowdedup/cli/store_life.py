@@ -17,6 +17,7 @@ from .app import (
     clean_errors,
     compact_table,
     console,
+    err_console,
     note,
     print_json,
     say,
@@ -132,9 +133,11 @@ def versions(
     as_json: JsonOpt = False,
 ) -> None:
     """List the kept versions, oldest first, and which one is current."""
-    from ..store.versions import list_versions
+    from ..store.versions import scan_versions
 
-    infos = list_versions(store)
+    infos, skipped = scan_versions(store)
+    for name, why in skipped:
+        err_console.print(f"skipped version {name}: {why}", markup=False, soft_wrap=True)
     if as_json:
         print_json([v.to_dict() for v in infos])
         return

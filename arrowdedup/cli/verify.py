@@ -21,9 +21,9 @@ def verify(
         help="Check this kept version (an id `arrowdedup versions` lists) instead of the "
              "current one.")] = None,
 ) -> None:
-    """Check a store against its manifest (rows, sha256), its decisions (every representative
-    exists and is kept) and, in exact mode, that no kept pair of a group is a near duplicate.
-    Exit code 1 when anything is wrong."""
+    """Check a store against its manifest (files, checksums, every count), its decisions
+    (every representative exists and is kept) and, in exact mode, that no kept pair of a group
+    is a near duplicate. Exit code 1 when anything is wrong."""
     from ..verify import report_json, verify_store
 
     report = verify_store(store, max_problems=max_problems, version=version)

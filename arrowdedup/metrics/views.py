@@ -142,6 +142,7 @@ def connect(
     }
     opened = open_store(root)
     try:
+        check_view_files(opened)
         base["changes"] = changes_sql(opened, current)
         if opened.is_layered:
             base.update(layered_sql(opened, current))
@@ -167,6 +168,22 @@ def connect(
             "run `arrowdedup verify` on it or re-ingest"
         ) from err
     return con
+
+
+def check_view_files(store: Store) -> None:
+    """Check the Parquet files the views read against their block checksums. DuckDB reads
+    them itself, by byte ranges we do not see, so each is checked whole (once per process;
+    the embeddings are not among them). The views follow ``current``: a version that becomes
+    current later is checked by the next ``connect``."""
+    from ..store.integrity import check_parquet
+    from ..store.layout import CHANGES, DECISIONS, DOCUMENTS, SEGMENTS, TOMBSTONES
+
+    for path in sorted(store.version.rglob("*.parquet")):
+        if path.parent.name in (SEGMENTS, DECISIONS) or \
+                path.name in (DOCUMENTS, TOMBSTONES, CHANGES, HISTORY):
+            guard = store.guard(path)
+            if guard is not None:
+                check_parquet(guard, None)
 
 
 def _files_sql(paths: list[Path]) -> str:
