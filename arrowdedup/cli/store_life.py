@@ -17,7 +17,6 @@ from .app import (
     clean_errors,
     compact_table,
     console,
-    err_console,
     note,
     print_json,
     say,
@@ -137,7 +136,7 @@ def versions(
 
     infos, skipped = scan_versions(store)
     for name, why in skipped:
-        err_console.print(f"skipped version {name}: {why}", markup=False, soft_wrap=True)
+        note(f"skipped version {name}: {why}")
     if as_json:
         print_json([v.to_dict() for v in infos])
         return
