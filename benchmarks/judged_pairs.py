@@ -230,6 +230,23 @@ def counts(rows: list[dict[str, Any]], *keys: str) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
+def counts_markdown(judged: list[dict[str, Any]]) -> str:
+    """The counts tables of ``JUDGED_PAIRS.md``: pairs per language and per segment type, by
+    label."""
+    lines: list[str] = []
+    for field, title in (("language", "language"), ("segment_type", "segment type")):
+        per: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(LABELS, 0))
+        for p in judged:
+            per[p[field]][p["label"]] += 1
+        lines += [f"| {title} | genuine | lost | all |", "|---|---:|---:|---:|"]
+        for key in sorted(per):
+            g, lo = per[key]["genuine"], per[key]["lost"]
+            lines.append(f"| {key} | {g} | {lo} | {g + lo} |")
+        g = sum(p["label"] == "genuine" for p in judged)
+        lines += [f"| **all** | {g} | {len(judged) - g} | {len(judged)} |", ""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.judged_pairs")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -267,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         judged = build(read_jsonl(args.sample), read_labels(args.labels), args.cache)
         print(json.dumps(counts(judged, "language", "label"), indent=1))
+        print(counts_markdown(judged))
         print(f"{len(judged)} judged pairs -> {PAIRS_FILE.relative_to(ROOT)}")
     return 0
 
