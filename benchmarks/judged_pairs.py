@@ -49,7 +49,7 @@ M2V_MODEL = SHARED_DATA / "models" / "m2v-minilm-l6-256"
 DATA = Path(__file__).resolve().parent / "data"
 PAIRS_FILE = DATA / "judged_pairs.jsonl"
 EMBEDDINGS_FILE = DATA / "judged_pairs_embeddings.parquet"
-LANGUAGES = "es,en:6,pt,fr,ja:3,zh:2"
+LANGUAGES = "es,en:6,pt,fr,ja:6,zh:4"
 THRESHOLD = 0.90
 LABELS = ("genuine", "lost")
 SEED = 44
@@ -156,9 +156,11 @@ def collect(corpus: Path, language: str, share: int, cache: Path) -> list[dict[s
 
 def sample(candidates: list[dict[str, Any]], cap: int, seed: int) -> list[dict[str, Any]]:
     """At most ``cap`` pairs per (language, segment type), drawn with a fixed seed; a stratum
-    with fewer candidates is taken whole. Sorted by language, type and pair id."""
+    with fewer candidates is taken whole. Candidates repeated across collection runs count
+    once. Sorted by language, type and pair id."""
+    unique = {p["pair_id"]: p for p in reversed(candidates)}  # the first of repeated ids
     strata: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for pair in candidates:
+    for pair in unique.values():
         strata[(pair["language"], pair["segment_type"])].append(pair)
     chosen: list[dict[str, Any]] = []
     for key in sorted(strata):
