@@ -157,7 +157,8 @@ def collect(corpus: Path, language: str, share: int, cache: Path) -> list[dict[s
 def sample(candidates: list[dict[str, Any]], cap: int, seed: int) -> list[dict[str, Any]]:
     """At most ``cap`` pairs per (language, segment type), drawn with a fixed seed; a stratum
     with fewer candidates is taken whole. Candidates repeated across collection runs count
-    once. Sorted by language, type and pair id."""
+    once, and so does a pair of texts met in two languages. Sorted by language, type and
+    pair id."""
     unique = {p["pair_id"]: p for p in reversed(candidates)}  # the first of repeated ids
     strata: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for pair in unique.values():
@@ -168,7 +169,18 @@ def sample(candidates: list[dict[str, Any]], cap: int, seed: int) -> list[dict[s
         if len(pairs) > cap:
             pairs = random.Random(f"{seed}:{key[0]}:{key[1]}").sample(pairs, cap)
         chosen += pairs
-    return sorted(chosen, key=lambda p: (p["language"], p["segment_type"], p["pair_id"]))
+    chosen.sort(key=lambda p: (p["language"], p["segment_type"], p["pair_id"]))
+    # Code is seldom translated: the same pair of texts can come from two languages' copies
+    # of a page. It counts once, in the first language (after the draw, so that no stratum's
+    # draw depends on another's).
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for pair in chosen:
+        key = (pair["text_a"], pair["text_b"])
+        if key not in seen:
+            seen.add(key)
+            out.append(pair)
+    return out
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -87,9 +87,15 @@ def test_scores_by_hand():
 
 
 def test_sample_is_seeded_and_capped():
-    cands = [{"pair_id": f"jp-{i:03d}", "language": lang, "segment_type": "paragraph"}
+    cands = [{"pair_id": f"jp-{i:03d}", "language": lang, "segment_type": "paragraph",
+              "text_a": f"a{i}", "text_b": f"b{i}"}
              for i, lang in enumerate(["en"] * 10 + ["es"] * 2)]
     a = judged_pairs.sample(cands, 3, 7)
     assert a == judged_pairs.sample(list(reversed(cands)), 3, 7)
     assert [p["language"] for p in a] == ["en"] * 3 + ["es"] * 2
     assert json.dumps(a) != json.dumps(judged_pairs.sample(cands, 3, 8))
+    # A candidate repeated by a second collection run counts once; the same texts met in a
+    # second language are kept in the first language only.
+    assert judged_pairs.sample(cands + cands[-2:], 3, 7) == a
+    twin = {**cands[-1], "pair_id": "jp-999", "language": "pt"}
+    assert judged_pairs.sample([*cands, twin], 3, 7) == a
