@@ -9,4 +9,4 @@ under another version is refused (naming ``--replace``).
 
 from __future__ import annotations
 
-RULES_VERSION = "17.0"
+RULES_VERSION = "18.0"
