@@ -107,13 +107,17 @@ def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: 
     only negation is looked for unless ``all_kinds``. A name is found as a mention or as an
     identifier of the same bytes (an acronym, hashed capitalised), and an identifier as a
     mention or a name; an opposite counts as missing only where its antonym is there, unless
-    ``strict``. Content tokens (kinds 8 and up, sorted after the facts) are not facts."""
+    ``strict``. Content tokens (kinds 8 and up, sorted after the facts) are not facts. Where
+    ``a`` has content words, its names are left to them: a content word is found whatever its
+    case, and letter case is layout (SPEC §2), so "Update Pip" is covered by "update pip"."""
+    by_content = _lower_bound(values, a0, a1, np.uint64(_CONTENT) << _SHIFT) < a1
     for i in range(a0, a1):
         x = values[i]
         kind = int(x >> _SHIFT)
         if kind >= _CONTENT:
             break
-        if kind == 0 or (not all_kinds and kind != _NEGATION):
+        if kind == 0 or (not all_kinds and kind != _NEGATION) or (kind == 5 and by_content
+                                                                 and not strict):
             continue
         if _has(values, b0, b1, x):
             continue

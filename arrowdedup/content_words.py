@@ -145,9 +145,13 @@ _SYNONYM_OF = {w: group.split()[0] for group in (*SYNONYMS, *IRREGULAR) for w in
 ORDER_WORDS = {"over": "over", "than": "than", "instead": "instead", "vs": "vs",
                "versus": "vs", "→": "→", "->": "→", "=>": "→", "⇒": "→", "⟶": "→"}
 
+# Markup that is layout wherever it stands (SPEC §2): Hugo shortcodes and HTML tags of text
+# (a placeholder such as ``<dir>`` is not a tag: it is the scanner's identifier).
+MARKUP = (r"\{\{[<%].*?[%>]\}\}|(?i:</?(?:b|i|em|strong|code|span|div|p|br|a|sup|sub|u|small"
+          r"|kbd|mark|del|ins|s|strike|tt|var|abbr|cite|q|font|center|hr|img|details|summary)"
+          r"(?:\s[^<>\n]{0,200})?/?>)")
 _LAYOUT = (
-    r"\{\{[<%].*?[%>]\}\}",             # Hugo shortcodes
-    r"<[^>\n]{1,200}>",                 # HTML tags
+    MARKUP,
     r"\]\([^)\s]*\)",                   # Markdown link targets (a URL is a fact of its own)
     r"(?m)^[ \t]*(?:[-*+•]|\d{1,3}[.)]|[A-Za-z][.)])[ \t]+",  # list markers
     r"(?m)^[ \t]*#{1,6}[ \t]+",         # heading markers
@@ -155,7 +159,13 @@ _LAYOUT = (
 )
 # A word: letters and marks of the scripts with case (below U+0800; wider scripts are the fact
 # scanner's terms), an arrow, or a comparison ("= 0" is not "!= 0").
-_TOKEN = r"[\p{L}\p{M}&&[\x{0}-\x{7FF}]]+|->|=>|[→⇒⟶]|!=|==|<=|>=|[=<>≠≤≥]"
+_TOKEN = (r"[\p{L}\p{M}&&[\x{0}-\x{7FF}]]+(?:['’][\p{L}\p{M}&&[\x{0}-\x{7FF}]]+)*"
+          r"|->|=>|[→⇒⟶]|!=|==|<=|>=|[=<>≠≤≥]")
+# Apostrophes: a contracted negation ("doesn't") is a negation; an elided article or
+# preposition ("l'exportateur", "dell'agente") and a possessive ("Santa's") are not content.
+_NEGATED_CONTRACTION = r"n['’]t$"
+_ELISION = r"^(?:l|d|j|m|n|s|t|c|qu|dell|all|nell|sull|dall|un)['’]"
+_POSSESSIVE = r"['’]s$"
 # Comparisons written two ways.
 _COMPARISONS = {"≠": "!=", "≤": "<=", "≥": ">="}
 
@@ -188,11 +198,24 @@ def stem_words(words: list[str], lang: str) -> list[str]:
     return list(stemmer.stemWords(folded))  # type: ignore[attr-defined]
 
 
+# A noun that names the kind of the identifier beside it ("the config.yaml file", "the flag
+# --all", "the `send` method") repeats what the identifier says: filler, not content.
+_IDENTIFIER = (r"(?:`[^`\n]+`|--?[A-Za-z][\w-]*|[\w-]+(?:[./][\w-]+)+|\w*[a-z][A-Z]\w*"
+               r"|\w+_\w+)")
+_TYPE_NOUN = (r"(?i:files?|flags?|options?|commands?|parameters?|variables?|functions?"
+              r"|methods?|class(?:es)?|fields?|keys?|settings?|propert(?:y|ies)|attributes?"
+              r"|director(?:y|ies)|folders?|modules?|packages?|librar(?:y|ies)|endpoints?"
+              r"|arguments?|fil|fichier|archivo|arquivo|opción|opção|comando|commande)")
+_TYPED = (rf"(?P<i1>{_IDENTIFIER})[ \t]+{_TYPE_NOUN}\b"
+          rf"|\b{_TYPE_NOUN}[ \t]+(?P<i2>{_IDENTIFIER})")
+
+
 def strip_layout(text: pl.Expr) -> pl.Expr:
-    """``text`` without layout (markers, markup): what a reader reads."""
+    """``text`` without layout (markers, markup) and without the nouns that only name an
+    identifier's kind: what a reader reads."""
     for pattern in _LAYOUT:
         text = text.str.replace_all(pattern, " ")
-    return text
+    return text.str.replace_all(_TYPED, "${i1}${i2}")
 
 
 def _hash(column: pl.Series) -> np.ndarray:
@@ -226,7 +249,10 @@ def _words_of(text: pl.Series, lang: pl.Series, rows: np.ndarray) -> pl.DataFram
     frame = frame.select(
         "row", "lang", tok=strip_layout(pl.col("text")).str.extract_all(_TOKEN)
     ).explode("tok").drop_nulls("tok")
-    return frame.with_columns(low=pl.col("tok").str.to_lowercase().replace(_COMPARISONS))
+    low = pl.col("tok").str.to_lowercase().replace(_COMPARISONS)
+    return frame.with_columns(
+        low=pl.when(low.str.contains(_NEGATED_CONTRACTION)).then(pl.lit("not"))
+        .otherwise(low.str.replace(_ELISION, "").str.replace(_POSSESSIVE, "")))
 
 
 def _classify(words: list[str], langs: list[str]

@@ -509,7 +509,7 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     if n == 0:
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
     text = text.cast(pl.String)
-    offsets, data = _buffers(_without_list_markers(text, code).to_arrow())
+    offsets, data = _buffers(_without_layout(text, code).to_arrow())
     scanner = _scanner(int(offsets[-1] - offsets[0]))
     with interpreted.quiet():
         # The scanner sorts and uniques each row's facts as it ends the row.
@@ -528,17 +528,23 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     return _with_facts(ends, values, n, extra)
 
 
-# A list marker and its number are layout (SPEC §2): "2. Create a bucket" states no number.
+# List markers and their numbers, and markup, are layout (SPEC §2): "2. Create a bucket"
+# states no number, "<b>setup</b>" no path.
 _LIST_MARKER = r"(?m)^[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+"
 
 
-def _without_list_markers(text: pl.Series, code: np.ndarray) -> pl.Series:
-    """``text`` with the list markers at line starts removed, except in code."""
-    marked = text.str.contains(_LIST_MARKER).fill_null(False).to_numpy() & ~code
+def _without_layout(text: pl.Series, code: np.ndarray) -> pl.Series:
+    """``text`` with list markers at line starts and markup (:data:`content_words.MARKUP`)
+    removed, except in code: what the scanner reads."""
+    from .content_words import MARKUP
+
+    layout = f"{_LIST_MARKER}|{MARKUP}"
+    marked = text.str.contains(layout).fill_null(False).to_numpy() & ~code
     if not marked.any():
         return text
     rows = np.flatnonzero(marked)
-    return text.scatter(rows, text.gather(rows).str.replace_all(_LIST_MARKER, ""))
+    return text.scatter(rows, text.gather(rows).str.replace_all(_LIST_MARKER, "")
+                        .str.replace_all(MARKUP, " "))
 
 
 def _heading_names_as_mentions(ends: np.ndarray, values: np.ndarray, kinds: pl.Series
