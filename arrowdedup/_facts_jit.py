@@ -213,7 +213,9 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
     k = _missing(values, b0, b1, a0, a1, strict, strict)
     if k != 0:
         return k
-    return CONTENT_REASON if _uncovered(values, a0, a1, b0, b1) else 0
+    if _uncovered(values, a0, a1, b0, b1) or (strict and _uncovered(values, b0, b1, a0, a1)):
+        return CONTENT_REASON
+    return 0
 
 
 @numba.njit(nogil=True, cache=True)

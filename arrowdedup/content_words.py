@@ -45,6 +45,9 @@ import polars as pl
 
 from .function_words import BY_LANGUAGE, DEFAULT_LANGUAGE
 
+# Segment types whose every word is content, compared both ways (facts.STRICT_TYPES).
+STRICT_TYPES = frozenset({"heading", "title"})
+
 # Kinds of the signature beyond the facts (top four bits of a value; see facts.KIND_NAMES).
 CONTENT, ROLE, ORDER, CODE_COMMAND, CODE_NOTE = 8, 10, 11, 13, 14
 KIND_SHIFT = 60
@@ -270,9 +273,10 @@ def _classify(words: list[str], langs: list[str]
         elif w in ORDER_WORDS:
             klass[i] = _ORDER_WORD
             stems[i] = ORDER_WORDS[w]
-        elif w in BY_LANGUAGE[lang]:
-            klass[i] = _FUNCTION
         else:
+            if w in BY_LANGUAGE[lang]:
+                klass[i] = _FUNCTION
+            # Function words are stemmed too: in a heading every word counts.
             by_lang.setdefault(lang, []).append(i)
         if w in polar:
             pair[i] = polar[w]
@@ -299,10 +303,14 @@ _WORD_SCHEMA = {"row": pl.Int64, "lang": pl.String, "tok": pl.String, "low": pl.
                 "marked": pl.Boolean}
 
 
-def word_table(text: pl.Series, lang: pl.Series, rows: np.ndarray) -> pl.DataFrame:
+def word_table(text: pl.Series, lang: pl.Series, rows: np.ndarray,
+               every_word: np.ndarray | None = None) -> pl.DataFrame:
     """Every word of the prose ``text``, in text order: its ``row``, the token, its class, its
     opposite's ``pair`` (-1 if none), its ``stem`` hash, whether it is a ``content`` word, and
-    whether it is ``marked`` (an opposite, negation or order word, whose place counts)."""
+    whether it is ``marked`` (an opposite, negation or order word, whose place counts).
+
+    ``every_word`` (bool per text) marks texts in which every word is content: headings, where
+    "What is sampling?" is another section than "Sampling"."""
     frame = _words_of(text, lang, rows)
     if frame.height == 0:
         return pl.DataFrame(schema=_WORD_SCHEMA)
@@ -319,16 +327,20 @@ def word_table(text: pl.Series, lang: pl.Series, rows: np.ndarray) -> pl.DataFra
     single = tok.str.len_chars().to_numpy() == 1
     label = tok.str.contains(r"^[\p{Lu}=<>]$").to_numpy()
     acronym = tok.str.contains(r"^\p{Lu}\p{Lu}$").to_numpy()
+    content = (klass == _CONTENT_WORD) & (~single | label) & ~acronym
+    if every_word is not None and every_word.any():
+        position = np.searchsorted(rows, frame.get_column("row").to_numpy())
+        content |= every_word[position] & (klass != _NEGATION_WORD) & ~acronym
     return frame.with_columns(
         pl.Series("klass", klass), pl.Series("pair", pair), pl.Series("stem", stem_u[inverse]),
-        pl.Series("content", (klass == _CONTENT_WORD) & (~single | label) & ~acronym),
+        pl.Series("content", content),
         pl.Series("marked", (pair >= 0) | (klass == _NEGATION_WORD) | (klass == _ORDER_WORD)),
     )
 
 
-def _prose_facts(text: pl.Series, lang: pl.Series, rows: np.ndarray
+def _prose_facts(text: pl.Series, lang: pl.Series, rows: np.ndarray, every_word: np.ndarray
                  ) -> list[tuple[np.ndarray, np.ndarray]]:
-    words = word_table(text, lang, rows)
+    words = word_table(text, lang, rows, every_word)
     if words.height == 0:
         return []
     row = words.get_column("row").to_numpy()
@@ -467,8 +479,10 @@ def content_facts(text: pl.Series, *, segment_type: pl.Series | None,
         parts.extend(_code_facts(text.gather(code_rows), code_rows.astype(np.int64)))
     prose_rows = np.flatnonzero(~is_code & wanted)
     if prose_rows.shape[0]:
+        strict = (kinds.is_in(sorted(STRICT_TYPES)).fill_null(False).to_numpy().astype(bool)
+                  if kinds is not None else np.zeros(n, dtype=bool))
         parts.extend(_prose_facts(text.gather(prose_rows), langs.gather(prose_rows),
-                                  prose_rows.astype(np.int64)))
+                                  prose_rows.astype(np.int64), strict[prose_rows]))
     parts = [p for p in parts if p[0].shape[0]]
     if not parts:
         return None

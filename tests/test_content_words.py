@@ -85,7 +85,6 @@ def test_facts_still_come_first() -> None:
     ("2. Create a bucket", "1. Create a bucket", None),
     ("- Update Pip:", "1. Update pip:", None),
     ("## Install the Collector", "# Install the collector", "heading"),
-    ("tool import", "tool import Command Reference", "heading"),
     ("See the <b>setup</b> guide", "See the **setup** guide", None),
 ])
 def test_layout_merges(a: str, b: str, kind: str | None) -> None:
@@ -103,6 +102,19 @@ def test_layout_merges(a: str, b: str, kind: str | None) -> None:
 ])
 def test_code_by_line(a: str, b: str, want: str | None) -> None:
     assert fact_conflict(a, b, segment_type="code") == want
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("Configuration", "Advanced configuration"),
+    ("Stratified sampling", "What is stratified sampling?"),
+    ("UpDownCounter", "Creating an UpDownCounter"),
+])
+def test_headings_compare_every_word_both_ways(a: str, b: str) -> None:
+    # A heading names its section: one that says more or less is another section.
+    assert fact_conflict(a, b, segment_type="heading") == "content"
+    assert fact_conflict(b, a, segment_type="heading") == "content"
+    assert fact_conflict("Use Instrumentation Libraries", "Using instrumentation libraries",
+                         segment_type="heading") is None
 
 
 def test_code_line_kinds() -> None:
