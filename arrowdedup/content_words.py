@@ -73,6 +73,7 @@ SYNONYMS = """
 need needs needed require requires required requirement requirements necessary essential
 utilize utilise utilizes utilises utilized utilised employ
 big large huge
+every each
 small little tiny
 kid kids child children
 woman women lady ladies

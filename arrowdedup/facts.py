@@ -47,14 +47,21 @@ segment be found in the other when it starts a sentence there ("Obama met Putin"
 "Putin", which "Putin met Obama" mentions). A word in capitals is found the same way, as a
 mention, a name or an identifier of the same word capitalised ("WARNING" = "Warning").
 
-The rule (:func:`covers`), for a segment ``a`` absorbed by a representative ``b``:
+The rule (:func:`arrowdedup._facts_jit.conflict`), for a segment ``a`` absorbed by a
+representative ``b``:
 
-- ``code`` and ``heading`` segments (the *strict* types): the two fact sets are equal;
-- other types: every fact of ``a`` is in ``b`` (``b`` may say more), and ``b`` negates only if
-  ``a`` does;
+- ``heading`` segments (the *strict* types): the two fact sets are equal, and so are their
+  words (:mod:`arrowdedup.content_words`);
+- ``code`` segments: compared by line, white space aside: every line of ``a`` is a line of
+  ``b``, which adds only comment or output lines (:mod:`arrowdedup.content_words`);
+- other types: every fact of ``a`` is in ``b`` (``b`` may say more), ``b`` negates only if
+  ``a`` does, and ``b`` covers ``a``'s content (its content words, the places of its
+  opposites and negations, its orders: :mod:`arrowdedup.content_words`; names are found in any
+  case there, since letter case is layout);
 - ``page_furniture`` (running headers and footers): no guard.
 
-The reason a merge is refused is the kind of the first fact that fails, in kind order.
+The reason a merge is refused is the kind of the first fact that fails, in kind order, then
+``content``. List markers and markup never reach the scanner (layout is not content).
 """
 
 from __future__ import annotations
