@@ -72,6 +72,34 @@ def _has(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> bool:
     return find(values, lo, hi, x) >= 0
 
 
+# The signature's layout (see :mod:`arrowdedup.facts` and :mod:`arrowdedup.content_words`):
+# the top four bits of a value are its kind.
+_SHIFT = np.uint64(60)
+_LOW = np.uint64((1 << 60) - 1)
+_NEGATION = 7
+_CONTENT, _ALIAS, _ROLE, _ORDER = 8, 9, 10, 11
+_CODE_COMMAND, _CODE_NOTE = 13, 14
+_ROLE_SIDE = np.uint64(1 << 44)
+_ROLE_PAIR_SHIFT = np.uint64(44)
+_NEGATED = 0x7FFF
+_ORDER_REVERSED = np.uint64(1 << 59)
+# Guard modes (facts.SUBSET, EQUAL, OFF, CODE) and the reason code of a content failure.
+_EQUAL, _OFF, _CODE = 1, 2, 3
+CONTENT_REASON = 8
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _lower_bound(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> int:
+    """First index of the sorted ``values[lo:hi]`` whose value is >= ``x`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if values[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @numba.njit(nogil=True, cache=True, inline="always")
 def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: bool,
              strict: bool) -> int:
@@ -79,20 +107,26 @@ def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: 
     only negation is looked for unless ``all_kinds``. A name is found as a mention or as an
     identifier of the same bytes (an acronym, hashed capitalised), and an identifier as a
     mention or a name; an opposite counts as missing only where its antonym is there, unless
-    ``strict``."""
+    ``strict``. Content tokens (kinds 8 and up, sorted after the facts) are not facts. Where
+    ``a`` has content words, its names are left to them: a content word is found whatever its
+    case, and letter case is layout (SPEC §2), so "Update Pip" is covered by "update pip"."""
+    by_content = _lower_bound(values, a0, a1, np.uint64(_CONTENT) << _SHIFT) < a1
     for i in range(a0, a1):
         x = values[i]
-        kind = int(x >> np.uint64(61))
-        if kind == 0 or (not all_kinds and kind != 7):
+        kind = int(x >> _SHIFT)
+        if kind >= _CONTENT:
+            break
+        if kind == 0 or (not all_kinds and kind != _NEGATION) or (kind == 5 and by_content
+                                                                 and not strict):
             continue
         if _has(values, b0, b1, x):
             continue
         if kind == 5 or kind == 4:
             # A name, or an acronym (hashed capitalised), is found as the same word written
             # capitalised: a mention, a name, or the acronym ("WARNING" = "Warning").
-            low = x & np.uint64(0x1FFFFFFFFFFFFFFF)
+            low = x & _LOW
             if _has(values, b0, b1, low) or _has(values, b0, b1, low | (np.uint64(9 - kind)
-                                                                         << np.uint64(61))):
+                                                                        << _SHIFT)):
                 continue
         if kind == 6 and not strict and not _has(values, b0, b1, x ^ np.uint64(1)):
             continue
@@ -101,18 +135,70 @@ def _missing(values: np.ndarray, a0: int, a1: int, b0: int, b1: int, all_kinds: 
 
 
 @numba.njit(nogil=True, cache=True)
+def _uncovered(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bool:
+    """Does prose ``values[a0:a1]`` say what ``values[b0:b1]`` does not (SPEC §2, "Content, not
+    only facts")? A content word of ``a`` must be in ``b``, as itself or as an alias (the
+    initials of words of ``b``); an opposite may not stand where ``b`` puts its antonym; a
+    negation of ``a`` must negate the same word in ``b`` when ``b`` negates; an order of ``a``
+    may not be reversed in ``b``."""
+    negates = _lower_bound(values, b0, b1, np.uint64(_NEGATION) << _SHIFT) < _lower_bound(
+        values, b0, b1, np.uint64(_CONTENT) << _SHIFT)
+    for i in range(_lower_bound(values, a0, a1, np.uint64(_CONTENT) << _SHIFT), a1):
+        x = values[i]
+        kind = int(x >> _SHIFT)
+        if kind == _CONTENT:
+            if not _has(values, b0, b1, x) and not _has(
+                    values, b0, b1, (x & _LOW) | (np.uint64(_ALIAS) << _SHIFT)):
+                return True
+        elif kind == _ROLE:
+            pair = int((x >> _ROLE_PAIR_SHIFT) & np.uint64(0x7FFF))
+            if pair == _NEGATED:
+                if negates and not _has(values, b0, b1, x):
+                    return True
+            elif _has(values, b0, b1, x ^ _ROLE_SIDE) and not _has(values, b0, b1, x):
+                return True
+        elif kind == _ORDER:
+            if x & _ORDER_REVERSED:
+                forward = x ^ _ORDER_REVERSED
+                if _has(values, b0, b1, forward) and not _has(values, a0, a1, forward):
+                    return True
+        elif kind > _ORDER:
+            break
+    return False
+
+
+@numba.njit(nogil=True, cache=True)
+def _code_differs(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bool:
+    """Code is compared by line (SPEC §2): every line of ``a`` is a line of ``b``, and ``b``
+    adds only comment or output lines (its commands are all ``a``'s)."""
+    command = np.uint64(_CODE_COMMAND) << _SHIFT
+    note = np.uint64(_CODE_NOTE) << _SHIFT
+    for i in range(_lower_bound(values, a0, a1, command), a1):
+        low = values[i] & _LOW
+        if not _has(values, b0, b1, low | command) and not _has(values, b0, b1, low | note):
+            return True
+    for j in range(_lower_bound(values, b0, b1, command), _lower_bound(values, b0, b1, note)):
+        if not _has(values, a0, a1, values[j]):
+            return True
+    return False
+
+
+@numba.njit(nogil=True, cache=True)
 def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int, b: int) -> int:
     """Why segment row ``a`` may not merge into representative row ``b``: 0 when it may, else
-    the fact kind that fails (index into :data:`KIND_NAMES`)."""
+    the fact kind that fails (index into :data:`KIND_NAMES`; :data:`CONTENT_REASON` when the
+    representative does not cover ``a``'s content)."""
     ma = modes[a]
     mb = modes[b]
-    if ma == 2 and mb == 2:
+    if ma == _OFF and mb == _OFF:
         return 0
-    strict = ma == 1 or mb == 1
     a0, a1 = offsets[a], offsets[a + 1]
     b0, b1 = offsets[b], offsets[b + 1]
+    if ma == _CODE or mb == _CODE:
+        return CONTENT_REASON if _code_differs(values, a0, a1, b0, b1) else 0
+    strict = ma == _EQUAL or mb == _EQUAL
     if a1 - a0 == b1 - b0:
-        # Equal fact sets (a near copy, the common case of a cosine hit) never conflict:
+        # Equal signatures (a near copy, the common case of a cosine hit) never conflict:
         # one linear pass instead of a binary search per fact each way.
         same = True
         for i in range(a1 - a0):
@@ -124,7 +210,12 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
     k = _missing(values, a0, a1, b0, b1, True, strict)
     if k != 0:
         return k
-    return _missing(values, b0, b1, a0, a1, strict, strict)
+    k = _missing(values, b0, b1, a0, a1, strict, strict)
+    if k != 0:
+        return k
+    if _uncovered(values, a0, a1, b0, b1) or (strict and _uncovered(values, b0, b1, a0, a1)):
+        return CONTENT_REASON
+    return 0
 
 
 @numba.njit(nogil=True, cache=True)

@@ -6,7 +6,7 @@ the regex engine fall back to its slow path; a hand-written scanner reads each b
 For each row it walks whitespace-separated chunks, strips wrapping punctuation, splits a chunk
 where a wide script (CJK, kana, Hangul, Indic: characters of three or more UTF-8 bytes) meets a
 narrow one, and classifies each piece by its characters (see :mod:`arrowdedup.facts` for the
-kinds). Each fact is written as ``(XXH64(normalised bytes) & LOW_BITS) | kind << 61``.
+kinds). Each fact is written as ``(XXH64(normalised bytes) & LOW_BITS) | kind << 60``.
 Word lists (negations, opposites, dates, number words, units) are looked up by the XXH64 of
 the lower-cased word in sorted tables built once in Python.
 
@@ -37,7 +37,9 @@ import numpy as np
 from ._hashing_jit import xxh64_plain as _xxh64_one
 from ._numba import numba
 
-LOW = np.uint64((1 << 61) - 1)
+# The top four bits of a value are its kind (facts.KIND_NAMES); the low 60 its hash.
+KIND_SHIFT = np.uint64(60)
+LOW = np.uint64((1 << 60) - 1)
 
 # Character classes of the scanner.
 C_SPACE, C_PUNCT, C_LETTER, C_DIGIT, C_WIDE, C_APOS = 0, 1, 2, 3, 4, 5
@@ -255,7 +257,7 @@ def _wide_full_stop(cp: int) -> bool:
 def _push(out: np.ndarray, n_out: int, h: np.uint64, kind: int) -> int:
     """Append fact ``(h, kind)``; :func:`_scan` keeps room for a row's worst case before it
     reads the row."""
-    out[n_out] = (h & LOW) | (np.uint64(kind) << np.uint64(61))
+    out[n_out] = (h & LOW) | (np.uint64(kind) << KIND_SHIFT)
     return n_out + 1
 
 
@@ -339,7 +341,7 @@ def _hyphen_parts(data: np.ndarray, s: int, e: int, out: np.ndarray, n_out: int,
             idx = _word_index(data, q, r, scratch, word_keys, word_filter)
             if idx >= 0:
                 val = word_values[idx]
-                kind = int(val >> np.uint64(61))
+                kind = int(val >> KIND_SHIFT)
                 if kind == 0:
                     value = int(val & np.uint64(0xFFFFFFFF))
             elif tens >= 0 and _is_one(data, q, r):
@@ -835,9 +837,9 @@ def _wide_piece(data: np.ndarray, ps: int, pe: int, out: np.ndarray, n_out: int,
     kind = 0
     use_scratch = -1
     idx = _word_index(data, ps, pe, scratch, word_keys, word_filter)
-    if idx >= 0 and word_values[idx] >> np.uint64(61) != 0:
+    if idx >= 0 and word_values[idx] >> KIND_SHIFT != 0:
         # Word-table values are whole fact hashes.
-        n_out = _push(out, n_out, word_values[idx], int(word_values[idx] >> np.uint64(61)))
+        n_out = _push(out, n_out, word_values[idx], int(word_values[idx] >> KIND_SHIFT))
     if _wide_negation(data, ps, pe, wide_neg[0], wide_neg[1]):
         kind = K_NEGATION
         use_scratch = _write_not(scratch)
@@ -1056,7 +1058,7 @@ def _word_piece(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...], piec
         st[ST_LOWER_WORDS] += 1
     if idx >= 0:
         val = word_values[idx]
-        vk = int(val >> np.uint64(61))
+        vk = int(val >> KIND_SHIFT)
         if vk == 0:
             # A number word: its digits wait for a unit like a number.
             return n_out, K_NUMBER, _number_word_digits(int(val & np.uint64(0xFFFFFFFF)),
@@ -1292,7 +1294,7 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
     if st[ST_TITLE_WORDS] >= 3 and st[ST_TITLE_WORDS] > st[ST_LOWER_WORDS]:
         # Title Case ("Chicago Shooting Shows Gap"): capitals say nothing about names.
         for k in range(row_first, n_out):
-            if out[k] >> np.uint64(61) == np.uint64(K_NAME):
+            if out[k] >> KIND_SHIFT == np.uint64(K_NAME):
                 out[k] = out[k] & LOW
     return _sort_unique(out, row_first, n_out)
 
@@ -1348,7 +1350,7 @@ def line_facts(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray, kind: in
     facts = np.empty(n_lines, dtype=np.uint64)
     # A lower-cased code point is never more than one byte longer than the original.
     scratch = np.empty(2 * longest + 8, dtype=np.uint8)
-    bits = np.uint64(kind) << np.uint64(61)
+    bits = np.uint64(kind) << KIND_SHIFT
     k = 0
     for r in rows:
         i, hi = offsets[r], offsets[r + 1]

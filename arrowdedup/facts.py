@@ -47,14 +47,21 @@ segment be found in the other when it starts a sentence there ("Obama met Putin"
 "Putin", which "Putin met Obama" mentions). A word in capitals is found the same way, as a
 mention, a name or an identifier of the same word capitalised ("WARNING" = "Warning").
 
-The rule (:func:`covers`), for a segment ``a`` absorbed by a representative ``b``:
+The rule (:func:`arrowdedup._facts_jit.conflict`), for a segment ``a`` absorbed by a
+representative ``b``:
 
-- ``code`` and ``heading`` segments (the *strict* types): the two fact sets are equal;
-- other types: every fact of ``a`` is in ``b`` (``b`` may say more), and ``b`` negates only if
-  ``a`` does;
+- ``heading`` segments (the *strict* types): the two fact sets are equal, and so are their
+  words (:mod:`arrowdedup.content_words`);
+- ``code`` segments: compared by line, white space aside: every line of ``a`` is a line of
+  ``b``, which adds only comment or output lines (:mod:`arrowdedup.content_words`);
+- other types: every fact of ``a`` is in ``b`` (``b`` may say more), ``b`` negates only if
+  ``a`` does, and ``b`` covers ``a``'s content (its content words, the places of its
+  opposites and negations, its orders: :mod:`arrowdedup.content_words`; names are found in any
+  case there, since letter case is layout);
 - ``page_furniture`` (running headers and footers): no guard.
 
-The reason a merge is refused is the kind of the first fact that fails, in kind order.
+The reason a merge is refused is the kind of the first fact that fails, in kind order, then
+``content``. List markers and markup never reach the scanner (layout is not content).
 """
 
 from __future__ import annotations
@@ -75,8 +82,9 @@ from .hashing import _buffers
 
 FACT_COLUMN = "fact_signature"
 KIND_NAMES = ("mention", "number", "date", "version", "identifier", "name", "opposite",
-              "negation")
+              "negation", "content")
 MENTION, NUMBER, DATE, VERSION, IDENTIFIER, NAME, OPPOSITE, NEGATION = range(8)
+CONTENT = 8  # the reason of a segment whose content its representative does not cover
 REASONS = KIND_NAMES[1:]  # what :func:`fact_conflict` may return
 REASON_DTYPE = pl.Enum(list(REASONS))
 
@@ -84,13 +92,18 @@ REASON_DTYPE = pl.Enum(list(REASONS))
 SUBSET = np.int8(0)
 EQUAL = np.int8(1)
 OFF = np.int8(2)
-STRICT_TYPES = frozenset({"code", "heading", "title"})
+CODE = np.int8(3)
+STRICT_TYPES = frozenset({"heading", "title"})  # content_words.STRICT_TYPES too
+CODE_TYPES = frozenset({"code"})
 UNGUARDED_TYPES = frozenset({"page_furniture"})
 _SUBSET = int(SUBSET)
-_MODE_OF = {**{t: int(EQUAL) for t in STRICT_TYPES}, **{t: int(OFF) for t in UNGUARDED_TYPES}}
+_MODE_OF = {**{t: int(EQUAL) for t in STRICT_TYPES}, **{t: int(CODE) for t in CODE_TYPES},
+            **{t: int(OFF) for t in UNGUARDED_TYPES}}
 
-LOW_BITS = np.uint64((1 << 61) - 1)
-KIND_SHIFT = np.uint64(61)
+# The top four bits of a signature value are its kind (KIND_NAMES, then the content kinds of
+# :mod:`arrowdedup.content_words`), the low 60 bits a hash.
+LOW_BITS = np.uint64((1 << 60) - 1)
+KIND_SHIFT = np.uint64(60)
 
 # Languages that write a decimal comma and group thousands with dots (or spaces).
 DECIMAL_COMMA = frozenset({"de", "fr", "es", "pt", "it", "nl", "pl", "ro", "uk", "ru", "cs",
@@ -328,7 +341,7 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
 POLAR_WORDS: dict[str, str] = {
     form: side.split()[0] for pair in OPPOSITES for side in pair for form in side.split()
 }
-# Each form's (pair, side): an opposite fact is ``OPPOSITE << 61 | pair << 1 | side``, so its
+# Each form's (pair, side): an opposite fact is ``OPPOSITE << 60 | pair << 1 | side``, so its
 # antonym is the same value with the last bit flipped.
 POLAR_SIDES: dict[str, tuple[int, int]] = {
     form: (pair_id, side_id) for pair_id, pair in enumerate(OPPOSITES)
@@ -397,7 +410,7 @@ def _hash_str(word: str) -> int:
 
 
 def _fact_hash(kind: int, body: str) -> int:
-    return (_hash_str(body) & int(LOW_BITS)) | (kind << 61)
+    return (_hash_str(body) & int(LOW_BITS)) | (kind << int(KIND_SHIFT))
 
 
 @functools.cache
@@ -409,7 +422,7 @@ def _tables() -> tuple[np.ndarray, ...]:
     for form in _NEGATIONS:
         words[_hash_str(form)] = _fact_hash(NEGATION, "not")
     for form, (pair_id, side_id) in POLAR_SIDES.items():
-        words[_hash_str(form)] = (OPPOSITE << 61) | (pair_id << 1) | side_id
+        words[_hash_str(form)] = (OPPOSITE << int(KIND_SHIFT)) | (pair_id << 1) | side_id
     for form, canon in DATE_WORDS.items():
         words[_hash_str(form)] = _fact_hash(DATE, canon)
     keys = np.array(sorted(words), dtype=np.uint64)
@@ -456,6 +469,7 @@ def fact_modes(segment_type: pl.Series | None, n: int) -> np.ndarray:
     modes = (
         pl.select(
             pl.when(types.is_in(sorted(STRICT_TYPES))).then(pl.lit(int(EQUAL)))
+            .when(types.is_in(sorted(CODE_TYPES))).then(pl.lit(int(CODE)))
             .when(types.is_in(sorted(UNGUARDED_TYPES))).then(pl.lit(int(OFF)))
             .otherwise(pl.lit(int(SUBSET))).cast(pl.Int8)
         ).to_series()
@@ -489,7 +503,9 @@ def fact_signatures(text: pl.Series, *, segment_type: pl.Series | None = None,
 def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
                      language: pl.Series | None = None,
                      code_terms: pl.Series | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """CSR form of the signatures: row ``r`` has ``values[offsets[r]:offsets[r + 1]]``."""
+    """CSR form of the signatures: row ``r`` has ``values[offsets[r]:offsets[r + 1]]``: the
+    facts of the scanner, the line facts of table rows and code terms, and the content tokens
+    of :mod:`arrowdedup.content_words`."""
     n = text.len()
     comma, nouns = _language_flags(language, n)
     kinds = segment_type.cast(pl.String) if segment_type is not None else None
@@ -499,16 +515,63 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     )
     if n == 0:
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
-    offsets, data = _buffers(text.cast(pl.String).to_arrow())
+    text = text.cast(pl.String)
+    offsets, data = _buffers(_without_layout(text, code).to_arrow())
     scanner = _scanner(int(offsets[-1] - offsets[0]))
     with interpreted.quiet():
         # The scanner sorts and uniques each row's facts as it ends the row.
         ends, values = scanner.scan(offsets, data, code, comma, nouns, *_tables())
+    if kinds is not None:
+        ends, values = _heading_names_as_mentions(ends, values, kinds)
+    modes = fact_modes(kinds, n)
+    from .content_words import content_facts
+
     extra = [part for part in (_cell_facts(offsets, data, kinds, scanner),
-                               _term_facts(code_terms, n)) if part is not None]
+                               _term_facts(code_terms, n),
+                               content_facts(text, segment_type=kinds, language=language,
+                                             skip=modes == OFF)) if part is not None]
     if not extra:
         return ends, values  # type: ignore[no-any-return]
     return _with_facts(ends, values, n, extra)
+
+
+# List markers and their numbers, and markup, are layout (SPEC §2): "2. Create a bucket"
+# states no number, "<b>setup</b>" no path.
+_LIST_MARKER = r"(?m)^[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+"
+
+
+def _without_layout(text: pl.Series, code: np.ndarray) -> pl.Series:
+    """``text`` with list markers at line starts and markup (:data:`content_words.MARKUP`)
+    removed, except in code: what the scanner reads."""
+    from .content_words import MARKUP
+
+    layout = f"{_LIST_MARKER}|{MARKUP}"
+    marked = text.str.contains(layout).fill_null(False).to_numpy() & ~code
+    if not marked.any():
+        return text
+    rows = np.flatnonzero(marked)
+    return text.scatter(rows, text.gather(rows).str.replace_all(_LIST_MARKER, "")
+                        .str.replace_all(MARKUP, " "))
+
+
+def _heading_names_as_mentions(ends: np.ndarray, values: np.ndarray, kinds: pl.Series
+                               ) -> tuple[np.ndarray, np.ndarray]:
+    """In headings, capitals are style (Title Case comes and goes), not names: a heading's
+    names become mentions, so that "tool import" and "tool import Command Reference" differ
+    only in content (SPEC §2, "letter case in any word that is not an identifier")."""
+    heading = kinds.is_in(sorted(STRICT_TYPES)).fill_null(False).to_numpy()
+    if not heading.any():
+        return ends, values
+    row_of = np.repeat(np.arange(heading.shape[0]), np.diff(ends))
+    name = (values >> KIND_SHIFT) == np.uint64(NAME)
+    change = name & heading[row_of]
+    if not change.any():
+        return ends, values
+    values = values.copy()
+    values[change] &= LOW_BITS
+    guard = _guard(values.shape[0])
+    with interpreted.quiet():
+        return guard._sorted_unique_csr(ends, values)  # type: ignore[no-any-return]
 
 
 # A table row is a record: each "column: value" line is a fact of it, so two rows of one

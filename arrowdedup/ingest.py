@@ -442,6 +442,7 @@ def build_result(
         "similarity": pl.Series(np.where(near, sim, np.nan), dtype=pl.Float32),
         "guard_refused_id": _ids_at(seg_ids, out.refused, "guard_refused_id"),
         "guard_reason": reasons,
+        "guard_detail": _guard_detail(frame, out.refused, reasons),
         # What was removed, beside what stands for it (null for kept segments).
         "text": pl.select(pl.when(pl.Series(~kept_mask)).then(
             frame.get_column("text").cast(pl.String))).to_series().alias("text"),
@@ -455,6 +456,23 @@ def build_result(
     # The same dict: the "output" stage closes after this returns and lands in it too.
     return IngestionResult(kept, decisions, documents, timings, cfg,
                            emb.dim if emb is not None else None)
+
+
+def _guard_detail(frame: pl.DataFrame, refused: np.ndarray, reasons: pl.Series) -> pl.Series:
+    """The words behind each guard refusal (:mod:`arrowdedup.guard_detail`); null elsewhere."""
+    rows = np.flatnonzero(refused >= 0)
+    detail = pl.Series("guard_detail", [None] * frame.height, dtype=pl.String)
+    if rows.shape[0] == 0:
+        return detail
+    from .guard_detail import guard_details
+
+    text = frame.get_column("text").cast(pl.String)
+    types = frame.get_column("segment_type").gather(rows) \
+        if "segment_type" in frame.columns else None
+    langs = frame.get_column("language").gather(rows) if "language" in frame.columns else None
+    found = guard_details(text.gather(rows), text.gather(refused[rows]), reasons.gather(rows),
+                          segment_type=types, language=langs)
+    return detail.scatter(rows, found)
 
 
 def document_stats(

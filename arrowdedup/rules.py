@@ -9,4 +9,19 @@ under another version is refused (naming ``--replace``).
 
 from __future__ import annotations
 
-RULES_VERSION = "17.0"
+from collections.abc import Mapping
+from typing import Any
+
+RULES_VERSION = "18.0"
+
+# The first rules whose stored ``fact_signature`` values the guard reads as they are: 18.0
+# widened the kind field to four bits for the content tokens.
+SIGNATURE_RULES = 18
+
+
+def signatures_current(manifest: Mapping[str, Any]) -> bool:
+    """Were a store's ``fact_signature`` values written in today's layout?"""
+    try:
+        return int(str(manifest.get("rules", "0")).split(".")[0]) >= SIGNATURE_RULES
+    except ValueError:
+        return False

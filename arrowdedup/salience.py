@@ -157,12 +157,15 @@ def word_counts(frame: pl.DataFrame) -> np.ndarray:
 def unique_facts(frame: pl.DataFrame, doc_codes: np.ndarray) -> np.ndarray:
     """Rows holding a fact (SPEC §2's fact guard: number, identifier, …) that no other segment
     of the same document holds."""
-    from .facts import MENTION, signatures_of
+    from .facts import CONTENT, KIND_SHIFT, MENTION, signatures_of
 
     offsets, values = signatures_of(frame)
     rows = np.repeat(np.arange(frame.height, dtype=np.int64), np.diff(offsets))
     facts = pl.DataFrame({"r": rows, "d": doc_codes[rows], "h": values})
-    facts = facts.filter(pl.col("h") >= (MENTION + 1) << 61)  # mentions are no facts
+    # Facts only: mentions are no facts, and content words (kinds above the facts') are not
+    # what the noise filter protects.
+    facts = facts.filter(pl.col("h").is_between((MENTION + 1) << int(KIND_SHIFT),
+                                                 (CONTENT << int(KIND_SHIFT)) - 1))
     single = (
         facts.with_columns(pl.len().over("d", "h").alias("n"))
         .filter(pl.col("n") == 1).get_column("r").unique().to_numpy()

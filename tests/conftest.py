@@ -28,6 +28,13 @@ def word(i: int) -> str:
     return "".join(chr(97 + int(c)) for c in str(i)) + "q"
 
 
+def spacing(i: int) -> str:
+    """White space that makes ``i`` texts distinct (another content hash) while they state the
+    same facts and content words: layout, which the guard ignores (SPEC §2), so near copies
+    built with it merge on cosine alone."""
+    return " " * (i + 1)
+
+
 def unit(v: np.ndarray) -> np.ndarray:
     return (v / np.linalg.norm(v)).astype(np.float32)
 

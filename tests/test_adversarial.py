@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import M2V_MODEL, need, segments_frame, unit, word
+from conftest import M2V_MODEL, need, segments_frame, spacing, unit
 
 from arrowdedup import (
     AnalyticsConfig,
@@ -36,7 +36,7 @@ from arrowdedup.retrieval.crossdoc import dedupe_ranked
 def test_salience_inflation_by_near_copies_is_capped(mode: str, cap: float) -> None:
     rng = np.random.default_rng(1)
     v = rng.normal(size=32)
-    texts = [f"buy now, variant {word(i)}" for i in range(100)]  # words: no fact differs
+    texts = [f"buy now, variant{spacing(i)}" for i in range(100)]  # layout: nothing differs
     embs = [unit(v + rng.normal(scale=1e-3, size=32)) for _ in range(100)]
     frame = segments_frame(texts, embs, salience=[0.6] * 100)
     cfg = DedupConfig.from_json({"Ingestion": {"BoostDecayMode": mode, "MaxSalienceBoost": cap}})

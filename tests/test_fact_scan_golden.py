@@ -14,7 +14,11 @@ single/multiple, programmatic/declarative and old/new became opposites (18 of th
 gained a fact, none lost one); re-pinned when the opposites gained their Spanish, Portuguese and
 French forms (rules 17.0: 27 texts changed, 11 Spanish, 11 Portuguese, 5 Romanian, which
 shares "permite" and "exporta"; two lost a name fact because a capitalised word of the list,
-"Permite", "Dinámica", now states its opposite instead, as "Enable" always did)."""
+"Permite", "Dinámica", now states its opposite instead, as "Enable" always did). The split of
+the scanner into small jitted handlers (issue 44, item 0) left the digests as they were;
+re-pinned at rules 18.0, when the kind field widened to four bits and the signatures gained the
+content tokens of :mod:`arrowdedup.content_words`, list markers and markup stopped reaching the
+scanner, and a heading's names became mentions."""
 
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
 PER_LANGUAGE = 60  # paragraphs from the start of each language's folder
 TYPES = ["paragraph", "paragraph", "code", "heading", None, "page_furniture", "table_row"]
 # (texts, both digests): with segment types and languages, and with neither.
-EXPECTED = (638, "441722cad0f5117e", "c0b35abf22aab0e3")
+EXPECTED = (638, "9965ffb0479f22cf", "b9b28d4b32169bca")
 
 
 def corpus_sample() -> tuple[list[str], list[str]]:

@@ -400,7 +400,7 @@ def test_wide_script_terms_are_identifiers_the_twin_agrees():
         twin = interpreted.twin("arrowdedup.fact_scan").scan(*args)
     np.testing.assert_array_equal(jitted[0], twin[0])
     np.testing.assert_array_equal(jitted[1], twin[1])
-    kinds = {F.KIND_NAMES[int(v) >> 61] for v in jitted[1]}
+    kinds = {F.KIND_NAMES[int(v) >> 60] for v in jitted[1]}
     assert "identifier" in kinds and "number" in kinds
 
 

@@ -66,6 +66,9 @@ def merges(
     for r, doc_id in zip(rows.iter_rows(named=True), ids, strict=True):
         value = r["reason"] if refused else (
             "" if r["similarity"] is None else f"{r['similarity']:.3f}")
-        table.add_row(doc_id, plain(value or ""),
-                      plain(r["segment_text"] or ""), plain(r["representative_text"] or ""))
+        segment = plain(r["segment_text"] or "")
+        if refused and r.get("detail"):
+            # What the representative does not say: the words, facts or code lines.
+            segment += f"\n→ not in the representative: {plain(r['detail'])}"
+        table.add_row(doc_id, plain(value or ""), segment, plain(r["representative_text"] or ""))
     console.print(table)

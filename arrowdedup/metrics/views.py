@@ -253,12 +253,14 @@ def explain_views(decision_columns: set[str]) -> dict[str, str]:
         ORDER BY d.doc_id, d.segment_id
     """
     if {"guard_refused_id", "guard_reason"} <= decision_columns:
+        detail = ("d.guard_detail" if "guard_detail" in decision_columns
+                  else "CAST(NULL AS VARCHAR)")
         refusals = f"""
             SELECT d.doc_id, r.segment_type, d.segment_id,
                    coalesce({seg_text}, own.text) AS segment_text,
                    d.guard_refused_id AS representative_id, r.text AS representative_text,
-                   CAST(d.guard_reason AS VARCHAR) AS reason, CAST(d.action AS VARCHAR) AS action,
-                   d.representative_id AS merged_into
+                   CAST(d.guard_reason AS VARCHAR) AS reason, {detail} AS detail,
+                   CAST(d.action AS VARCHAR) AS action, d.representative_id AS merged_into
             FROM decisions AS d
             JOIN segments AS r ON r.segment_id = d.guard_refused_id
             LEFT JOIN segments AS own ON own.segment_id = d.segment_id
@@ -272,7 +274,7 @@ def explain_views(decision_columns: set[str]) -> dict[str, str]:
         refusals = """SELECT NULL::VARCHAR AS doc_id, NULL::VARCHAR AS segment_type,
                       NULL::VARCHAR AS segment_id, NULL::VARCHAR AS segment_text,
                       NULL::VARCHAR AS representative_id, NULL::VARCHAR AS representative_text,
-                      NULL::VARCHAR AS reason, NULL::VARCHAR AS action,
+                      NULL::VARCHAR AS reason, NULL::VARCHAR AS detail, NULL::VARCHAR AS action,
                       NULL::VARCHAR AS merged_into WHERE false"""
         refused = "SELECT NULL::BIGINT AS value"
     return {"merges": merges, "guard_refusals": refusals, "guard_refused_merges": refused}

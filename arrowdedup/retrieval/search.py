@@ -49,6 +49,7 @@ from ..config import DedupConfig, RetrievalConfig, resolve_config, shown
 from ..embed import Embedder, get_embedder, recorded_spec
 from ..embed_view import embedding_text
 from ..errors import EmbedderError, InputError, StoreError
+from ..rules import signatures_current
 from ..store import Store, atomic_path, open_store
 from ..store.reader import reads_store
 from ..vectors import dense_codes, language_codes
@@ -121,7 +122,12 @@ class StoreView:
         self.config = store.config
         lf = store.segments(with_embeddings=False)
         names = lf.collect_schema().names()
-        self.frame = lf.select([c for c in VIEW_COLUMNS if c in names]).collect().rechunk()
+        columns = [c for c in VIEW_COLUMNS if c in names]
+        if not signatures_current(store.manifest):
+            # Signatures of older rules have another layout (rules 18.0 widened the kind field
+            # for content words): the guard computes them from the text instead.
+            columns = [c for c in columns if c != "fact_signature"]
+        self.frame = lf.select(columns).collect().rechunk()
         vectors = store.vectors()
         # A version with deltas: its live rows copied once into one matrix, so a query scans
         # what a compacted store scans (no replaced rows multiplied, no per-query gather).

@@ -1,0 +1,491 @@
+"""Content coverage (SPEC §2 step 4, "Content, not only facts" and "Layout is not content"):
+the tokens of a segment's signature beyond its facts.
+
+The fact guard alone let through merges that keep every number and name but lose meaning: the
+same template with another content word ("the token *issued*" / "the token *to refresh*"), a
+clause the representative lacks, opposites that swap places, an order that is the point. So a
+segment's signature also holds, as kinds above the fact kinds of :mod:`arrowdedup.facts`:
+
+- ``content`` (:data:`CONTENT`): each content word, lower-cased and stemmed (Snowball, in the
+  segment's language; ``configured`` = ``configuration``), spelling variants and a short list
+  of true synonyms folded to one form (``grey`` = ``gray``, ``need`` = ``require``). Function
+  words (:mod:`arrowdedup.function_words`) and layout are not content, nor is a two-letter
+  acronym (``ML``: the facts' acronyms start at three letters, and a short one usually
+  abbreviates words the representative spells out). A segment's content word must be stated by
+  its representative (the representative may say more);
+- ``role`` (:data:`ROLE`): an opposite (``enable``, ``deny``, ...) with the content word before
+  it, and with the one after it. The merge is refused when the representative puts the
+  antonym in the same place and not the word itself ("A enabled, B disabled" against "A
+  disabled, B enabled"); a negation with the content word after it, asked for when both texts
+  negate (the negation must stand on the same thing);
+- ``order`` (:data:`ORDER`): an order word (``over``, ``than``, ``instead``, ``vs``, arrows)
+  with the content words on each side. The merge is refused when the representative states the
+  same relation reversed ("prefer a file over flags" against "prefer flags over a file";
+  "parse → verify" against "verify → parse");
+- ``code line`` (:data:`CODE_COMMAND`, :data:`CODE_NOTE`): each line of a ``code`` segment,
+  white space removed. Code is compared by line: the segment's every line is in the
+  representative, which may add only comment or output lines (:func:`code_line_kinds` says
+  which lines are which).
+
+Layout is never content (SPEC §2): list markers and their numbers, heading markers, indentation
+and white space inside code, Markdown, HTML and shortcode markup, and letter case.
+
+All of it is computed once per segment, with the facts, and stored in the ``fact_signature``
+column, so every decision path (the Numba kernel, its NumPy twin, the blocked kernel, both LSH
+methods, retrieval's cross-document dedup) applies the same rule by the same check
+(:func:`arrowdedup._facts_jit.conflict`), and retrieval reads it from the store.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import polars as pl
+
+from .function_words import BY_LANGUAGE, DEFAULT_LANGUAGE
+
+# Segment types whose every word is content, compared both ways (facts.STRICT_TYPES).
+STRICT_TYPES = frozenset({"heading", "title"})
+
+# Kinds of the signature beyond the facts (top four bits of a value; see facts.KIND_NAMES).
+CONTENT, ROLE, ORDER, CODE_COMMAND, CODE_NOTE = 8, 10, 11, 13, 14
+KIND_SHIFT = 60
+LOW = (1 << KIND_SHIFT) - 1
+# Inside a role value: bit 59 the side of the neighbour (0 before, 1 after); bits 44..58 the
+# opposite's (pair << 1 | side), or NEGATED for a negation; bits 0..43 the neighbour's hash.
+ROLE_AFTER_BIT = 59
+ROLE_PAIR_SHIFT = 44
+ROLE_HASH_BITS = (1 << ROLE_PAIR_SHIFT) - 1
+NEGATED = (1 << 15) - 1
+# Inside an order value: bit 59 set on the reversed relation.
+ORDER_REVERSED_BIT = 59
+
+# Snowball stemmers (PyStemmer) by list language; languages without one are not stemmed.
+STEMMERS = {"en": "english", "es": "spanish", "pt": "portuguese", "fr": "french",
+            "de": "german", "it": "italian", "nl": "dutch", "pl": "polish",
+            "ro": "romanian", "ru": "russian"}
+
+# True synonyms and spelling variants, folded to the first word of their group before
+# stemming. Each group names words a reader takes for the same word in any context; words with
+# a second common sense are left out.
+SYNONYMS = """
+need needs needed require requires required requirement requirements necessary essential
+utilize utilise utilizes utilises utilized utilised employ
+big large huge
+every each
+small little tiny
+kid kids child children
+woman women lady ladies
+man men guy guys
+photo photos picture pictures image images
+bike bikes bicycle bicycles
+plane planes airplane airplanes aeroplane aircraft
+car cars automobile automobiles
+jump jumps jumped jumping leap leaps leaped leaping
+quit quits resign resigns resigned
+hurt injured injures injure
+fast quick rapid
+buy buys bought purchase purchases purchased
+choose chooses chose chosen select selects selected pick picks picked
+modify modifies modified change changes changed alter alters altered
+show shows showed shown display displays displayed
+help helps helped assist assists assisted
+app apps application applications
+config configs configuration configurations
+repo repos repository repositories
+info information
+docs doc documentation
+env envs environment environments
+dir dirs directory directories folder folders
+param params parameter parameters
+arg args argument arguments
+auth authentication
+db dbs database databases
+spec specs specification specifications
+k8s kubernetes
+gray grey
+color colour colors colours
+center centre
+behavior behaviour behaviors behaviours
+license licence
+""".strip().splitlines()
+# Irregular English verb forms the stemmer cannot see, folded to the base form.
+IRREGULAR = """
+run ran
+build built
+write wrote written
+make made
+take took taken
+go went gone
+find found
+give gave given
+keep kept
+leave left
+hold held
+begin began begun
+know knew known
+see saw seen
+think thought
+bring brought
+buy bought
+pay paid
+say said
+tell told
+do did done
+mean meant
+spend spent
+lead led
+feel felt
+meet met
+understand understood
+become became
+grow grew grown
+draw drew drawn
+""".strip().splitlines()
+_SYNONYM_OF = {w: group.split()[0] for group in (*SYNONYMS, *IRREGULAR) for w in group.split()}
+
+# Order words: a relation whose two sides may not swap.
+ORDER_WORDS = {"over": "over", "than": "than", "instead": "instead", "vs": "vs",
+               "versus": "vs", "→": "→", "->": "→", "=>": "→", "⇒": "→", "⟶": "→"}
+
+# Markup that is layout wherever it stands (SPEC §2): Hugo shortcodes and HTML tags of text
+# (a placeholder such as ``<dir>`` is not a tag: it is the scanner's identifier).
+MARKUP = (r"\{\{[<%].*?[%>]\}\}|(?i:</?(?:b|i|em|strong|code|span|div|p|br|a|sup|sub|u|small"
+          r"|kbd|mark|del|ins|s|strike|tt|var|abbr|cite|q|font|center|hr|img|details|summary)"
+          r"(?:\s[^<>\n]{0,200})?/?>)")
+_LAYOUT = (
+    MARKUP,
+    r"\]\([^)\s]*\)",                   # Markdown link targets (a URL is a fact of its own)
+    r"(?m)^[ \t]*(?:[-*+•]|\d{1,3}[.)]|[A-Za-z][.)])[ \t]+",  # list markers
+    r"(?m)^[ \t]*#{1,6}[ \t]+",         # heading markers
+    r"(?m)^[ \t]*>[ \t]?",              # quote markers
+)
+# A word: letters and marks of the scripts with case (below U+0800; wider scripts are the fact
+# scanner's terms), an arrow, or a comparison ("= 0" is not "!= 0").
+_TOKEN = (r"[\p{L}\p{M}&&[\x{0}-\x{7FF}]]+(?:['’][\p{L}\p{M}&&[\x{0}-\x{7FF}]]+)*"
+          r"|->|=>|[→⇒⟶]|!=|==|<=|>=|[=<>≠≤≥]")
+# Apostrophes: a contracted negation ("doesn't") is a negation; an elided article or
+# preposition ("l'exportateur", "dell'agente") and a possessive ("Santa's") are not content.
+_NEGATED_CONTRACTION = r"n['’]t$"
+_ELISION = r"^(?:l|d|j|m|n|s|t|c|qu|dell|all|nell|sull|dall|un)['’]"
+_POSSESSIVE = r"['’]s$"
+# Comparisons written two ways.
+_COMPARISONS = {"≠": "!=", "≤": "<=", "≥": ">="}
+
+
+@functools.cache
+def _stemmer(lang: str) -> object | None:
+    name = STEMMERS.get(lang)
+    if name is None:
+        return None
+    import Stemmer
+
+    return Stemmer.Stemmer(name)
+
+
+@functools.cache
+def _polar_forms() -> dict[str, str]:
+    from .facts import POLAR_WORDS
+
+    return POLAR_WORDS
+
+
+def stem_words(words: list[str], lang: str) -> list[str]:
+    """Lower-case ``words`` folded to their synonym group's first word (or, for a word of the
+    closed list of opposites, to its side's first form: ``sent`` = ``send``), then stemmed."""
+    polar = _polar_forms()
+    folded = [_SYNONYM_OF.get(w) or polar.get(w, w) for w in words]
+    stemmer = _stemmer(lang)
+    if stemmer is None:
+        return folded
+    return list(stemmer.stemWords(folded))  # type: ignore[attr-defined]
+
+
+# A noun that names the kind of the identifier beside it ("the config.yaml file", "the flag
+# --all", "the `send` method") repeats what the identifier says: filler, not content.
+_IDENTIFIER = (r"(?:`[^`\n]+`|--?[A-Za-z][\w-]*|[\w-]+(?:[./][\w-]+)+|\w*[a-z][A-Z]\w*"
+               r"|\w+_\w+)")
+_TYPE_NOUN = (r"(?i:files?|flags?|options?|commands?|parameters?|variables?|functions?"
+              r"|methods?|class(?:es)?|fields?|keys?|settings?|propert(?:y|ies)|attributes?"
+              r"|director(?:y|ies)|folders?|modules?|packages?|librar(?:y|ies)|endpoints?"
+              r"|arguments?|fil|fichier|archivo|arquivo|opción|opção|comando|commande)")
+_TYPED = (rf"(?P<i1>{_IDENTIFIER})[ \t]+{_TYPE_NOUN}\b"
+          rf"|\b{_TYPE_NOUN}[ \t]+(?P<i2>{_IDENTIFIER})")
+
+
+def strip_layout(text: pl.Expr) -> pl.Expr:
+    """``text`` without layout (markers, markup) and without the nouns that only name an
+    identifier's kind: what a reader reads."""
+    for pattern in _LAYOUT:
+        text = text.str.replace_all(pattern, " ")
+    return text.str.replace_all(_TYPED, "${i1}${i2}")
+
+
+def _hash(column: pl.Series) -> np.ndarray:
+    from .hashing import xxh64
+
+    return np.asarray(xxh64(column), dtype=np.uint64)
+
+
+def _hash_words(words: list[str]) -> np.ndarray:
+    import xxhash
+
+    return np.fromiter((xxhash.xxh64_intdigest(w.encode()) for w in words), dtype=np.uint64,
+                       count=len(words))
+
+
+@functools.cache
+def _word_lists() -> tuple[frozenset[str], dict[str, int]]:
+    """The negation words, and each opposite form's ``pair << 1 | side``."""
+    from .facts import _NEGATIONS, POLAR_SIDES
+
+    return frozenset(_NEGATIONS), {f: (p << 1) | side for f, (p, side) in POLAR_SIDES.items()}
+
+
+# What a word is (per distinct word and language).
+_FUNCTION, _NEGATION_WORD, _ORDER_WORD, _CONTENT_WORD = 0, 1, 2, 3
+
+
+def _words_of(text: pl.Series, lang: pl.Series, rows: np.ndarray) -> pl.DataFrame:
+    """One row per token of the prose rows, in text order: row, token, lower case, language."""
+    frame = pl.DataFrame({"row": rows, "text": text, "lang": lang})
+    frame = frame.select(
+        "row", "lang", tok=strip_layout(pl.col("text")).str.extract_all(_TOKEN)
+    ).explode("tok").drop_nulls("tok")
+    low = pl.col("tok").str.to_lowercase().replace(_COMPARISONS)
+    return frame.with_columns(
+        low=pl.when(low.str.contains(_NEGATED_CONTRACTION)).then(pl.lit("not"))
+        .otherwise(low.str.replace(_ELISION, "").str.replace(_POSSESSIVE, "")))
+
+
+def _classify(words: list[str], langs: list[str]
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct (word, language): its class, its opposite's ``pair << 1 | side`` (-1 if
+    none) and the hash of its stem (or of its order word's canonical form)."""
+    negations, polar = _word_lists()
+    klass = np.full(len(words), _CONTENT_WORD, dtype=np.int8)
+    pair = np.full(len(words), -1, dtype=np.int64)
+    stems = list(words)
+    by_lang: dict[str, list[int]] = {}
+    for i, (w, lang) in enumerate(zip(words, langs, strict=True)):
+        if w in negations:
+            klass[i] = _NEGATION_WORD
+        elif w in ORDER_WORDS:
+            klass[i] = _ORDER_WORD
+            stems[i] = ORDER_WORDS[w]
+        else:
+            if w in BY_LANGUAGE[lang]:
+                klass[i] = _FUNCTION
+            # Function words are stemmed too: in a heading every word counts.
+            by_lang.setdefault(lang, []).append(i)
+        if w in polar:
+            pair[i] = polar[w]
+    for lang, idx in by_lang.items():
+        for i, stem in zip(idx, stem_words([words[i] for i in idx], lang), strict=True):
+            stems[i] = stem
+    return klass, pair, _hash_words(stems)
+
+
+def _mix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """An order-sensitive 64-bit combination of two hash arrays (splitmix64 finaliser)."""
+    with np.errstate(over="ignore"):
+        x = a * np.uint64(0x9E3779B97F4A7C15) + b
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return x
+
+
+_WORD_SCHEMA = {"row": pl.Int64, "lang": pl.String, "tok": pl.String, "low": pl.String,
+                "klass": pl.Int8, "pair": pl.Int64, "stem": pl.UInt64, "content": pl.Boolean,
+                "marked": pl.Boolean}
+
+
+def word_table(text: pl.Series, lang: pl.Series, rows: np.ndarray,
+               every_word: np.ndarray | None = None) -> pl.DataFrame:
+    """Every word of the prose ``text``, in text order: its ``row``, the token, its class, its
+    opposite's ``pair`` (-1 if none), its ``stem`` hash, whether it is a ``content`` word, and
+    whether it is ``marked`` (an opposite, negation or order word, whose place counts).
+
+    ``every_word`` (bool per text) marks texts in which every word is content: headings, where
+    "What is sampling?" is another section than "Sampling"."""
+    frame = _words_of(text, lang, rows)
+    if frame.height == 0:
+        return pl.DataFrame(schema=_WORD_SCHEMA)
+    # Classify each distinct (language, word) once: a corpus has ~10⁵ of them in ~10⁷ words.
+    keyed = frame.select(pl.concat_str("lang", "low", separator="\x1f")).to_series()
+    _, first, inverse = np.unique(_hash(keyed), return_index=True, return_inverse=True)
+    klass_u, pair_u, stem_u = _classify(frame.get_column("low").gather(first).to_list(),
+                                        frame.get_column("lang").gather(first).to_list())
+    klass, pair = klass_u[inverse], pair_u[inverse]
+    tok = frame.get_column("tok")
+    # A single character is content only as a capital (a label: "mode A") or a comparison; a
+    # two-letter acronym ("ML") is left to the facts (they start at three letters), so that an
+    # abbreviation and its expansion ("machine learning") are the same content.
+    single = tok.str.len_chars().to_numpy() == 1
+    label = tok.str.contains(r"^[\p{Lu}=<>]$").to_numpy()
+    acronym = tok.str.contains(r"^\p{Lu}\p{Lu}$").to_numpy()
+    content = (klass == _CONTENT_WORD) & (~single | label) & ~acronym
+    if every_word is not None and every_word.any():
+        position = np.searchsorted(rows, frame.get_column("row").to_numpy())
+        content |= every_word[position] & (klass != _NEGATION_WORD) & ~acronym
+    return frame.with_columns(
+        pl.Series("klass", klass), pl.Series("pair", pair), pl.Series("stem", stem_u[inverse]),
+        pl.Series("content", content),
+        pl.Series("marked", (pair >= 0) | (klass == _NEGATION_WORD) | (klass == _ORDER_WORD)),
+    )
+
+
+def _prose_facts(text: pl.Series, lang: pl.Series, rows: np.ndarray, every_word: np.ndarray
+                 ) -> list[tuple[np.ndarray, np.ndarray]]:
+    words = word_table(text, lang, rows, every_word)
+    if words.height == 0:
+        return []
+    row = words.get_column("row").to_numpy()
+    stem = words.get_column("stem").to_numpy()
+    content = words.get_column("content").to_numpy()
+    kind = np.uint64(CONTENT) << np.uint64(KIND_SHIFT)
+    parts = [(row[content], (stem[content] & np.uint64(LOW)) | kind)]
+    marked = np.flatnonzero(words.get_column("marked").to_numpy())
+    if marked.shape[0]:
+        parts.extend(_relation_facts(row, content, stem, words.get_column("klass").to_numpy(),
+                                     words.get_column("pair").to_numpy(), marked))
+    return parts
+
+
+def _relation_facts(row: np.ndarray, content: np.ndarray, stem: np.ndarray, klass: np.ndarray,
+                    pair: np.ndarray, marked: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Role and order tokens of the marked words, from the content words beside them."""
+    n = row.shape[0]
+    index = np.arange(n)
+    last = np.maximum.accumulate(np.where(content, index, -1))
+    nxt = np.minimum.accumulate(np.where(content, index, n)[::-1])[::-1]
+    before = np.concatenate(([-1], last[:-1]))[marked]
+    after = np.concatenate((nxt[1:], [n]))[marked]
+    rows = row[marked]
+    before = np.where((before >= 0) & (row[np.maximum(before, 0)] == rows), before, -1)
+    after = np.where((after < n) & (row[np.minimum(after, n - 1)] == rows), after, -1)
+    none = np.uint64(0)
+    h_before = np.where(before >= 0, stem[np.maximum(before, 0)], none)
+    h_after = np.where(after >= 0, stem[np.maximum(after, 0)], none)
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    role = np.uint64(ROLE) << np.uint64(KIND_SHIFT)
+    polar = pair[marked] >= 0
+    if polar.any():
+        p = pair[marked][polar].astype(np.uint64) << np.uint64(ROLE_PAIR_SHIFT)
+        for h, bit in ((h_before, 0), (h_after, 1)):
+            side = np.uint64(bit) << np.uint64(ROLE_AFTER_BIT)
+            parts.append((rows[polar], role | side | p | (h[polar] & np.uint64(ROLE_HASH_BITS))))
+    negated = klass[marked] == _NEGATION_WORD
+    if negated.any():
+        value = role | (np.uint64(1) << np.uint64(ROLE_AFTER_BIT)) | (
+            np.uint64(NEGATED) << np.uint64(ROLE_PAIR_SHIFT))
+        parts.append((rows[negated], value | (h_after[negated] & np.uint64(ROLE_HASH_BITS))))
+    ordered = (klass[marked] == _ORDER_WORD) & (before >= 0) & (after >= 0)
+    if ordered.any():
+        pivot = stem[marked][ordered]
+        forward = _mix(_mix(h_before[ordered], pivot), h_after[ordered])
+        backward = _mix(_mix(h_after[ordered], pivot), h_before[ordered])
+        low = np.uint64((1 << ORDER_REVERSED_BIT) - 1)
+        kind = np.uint64(ORDER) << np.uint64(KIND_SHIFT)
+        parts.append((rows[ordered], kind | (forward & low)))
+        parts.append((rows[ordered],
+                      kind | np.uint64(1 << ORDER_REVERSED_BIT) | (backward & low)))
+    return parts
+
+
+# Code: comment lines and prompts (SPEC §2, "Code is compared by line").
+_COMMENT = r"^(?:#(?:[^!\w]|$)|//|--\s|/\*|\*/|\*\s|<!--|;|%\s|REM\s|rem\s)"
+_PROMPT = r"^(?:\$|%|>>>|\.\.\.|PS[^>]{0,40}>|[A-Za-z]:\\[^>]{0,80}>|❯)\s"
+
+
+def code_line_kinds(lines: pl.Series) -> pl.Series:
+    """For the lines of one code block: ``command``, ``comment`` or ``output``.
+
+    A comment line starts with a comment marker (``#``, ``//``, ``-- ``, ``/*``, ``<!--``,
+    ``;``). When the block has prompt lines (``$ ``, ``% ``, ``>>> ``, ``PS C:\\> ``), the
+    commands are the prompt lines and every other line is output; without a prompt, every line
+    that is not a comment is a command.
+    """
+    frame = pl.DataFrame({"line": lines}).with_columns(
+        s=pl.col("line").str.strip_chars_start())
+    return _line_kinds(frame, prompted=bool(frame.get_column("s").str.contains(_PROMPT).any())
+                       ).get_column("kind")
+
+
+def _line_kinds(frame: pl.DataFrame, prompted: bool | pl.Expr) -> pl.DataFrame:
+    prompt = pl.col("s").str.contains(_PROMPT)
+    comment = pl.col("s").str.contains(_COMMENT)
+    has_prompt = prompted if isinstance(prompted, pl.Expr) else pl.lit(prompted)
+    return frame.with_columns(
+        kind=pl.when(prompt).then(pl.lit("command"))
+        .when(comment).then(pl.lit("comment"))
+        .when(has_prompt).then(pl.lit("output"))
+        .otherwise(pl.lit("command")))
+
+
+def _code_facts(text: pl.Series, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    frame = pl.DataFrame({"row": rows, "line": text.str.split("\n")}).explode("line")
+    frame = frame.with_columns(s=pl.col("line").str.strip_chars())
+    frame = frame.filter(pl.col("s").str.len_bytes() > 0)
+    if frame.height == 0:
+        return []
+    frame = _line_kinds(frame, pl.col("s").str.contains(_PROMPT).any().over("row"))
+    frame = frame.with_columns(
+        # A prompt is layout; white space anywhere in a line is layout.
+        body=pl.col("s").str.replace(_PROMPT, "").str.replace_all(r"\s+", ""),
+    ).filter(pl.col("body").str.len_bytes() > 0)
+    if frame.height == 0:
+        return []
+    kinds = np.where(frame.get_column("kind").to_numpy() == "command", CODE_COMMAND, CODE_NOTE)
+    h = _hash(frame.get_column("body")) & np.uint64(LOW)
+    return [(frame.get_column("row").to_numpy(),
+             h | (kinds.astype(np.uint64) << np.uint64(KIND_SHIFT)))]
+
+
+def language_keys(language: pl.Series | None, n: int) -> pl.Series:
+    """The function-word list of each row (:func:`arrowdedup.function_words.language_key`)."""
+    if language is None:
+        return pl.Series("lang", [DEFAULT_LANGUAGE] * n, dtype=pl.String)
+    primary = language.cast(pl.String).str.to_lowercase().str.split("-").list.first() \
+        .str.split("_").list.first()
+    listed = sorted(BY_LANGUAGE)
+    return pl.select(
+        pl.when(primary.is_in(listed)).then(primary).otherwise(pl.lit(DEFAULT_LANGUAGE))
+    ).to_series().alias("lang")
+
+
+def content_facts(text: pl.Series, *, segment_type: pl.Series | None,
+                  language: pl.Series | None, skip: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(row, value) of every content-coverage token of ``text``; None when there is none.
+
+    ``skip`` (bool per row) marks rows that need none (unguarded segment types).
+    """
+    n = text.len()
+    if n == 0:
+        return None
+    text = text.cast(pl.String).fill_null("")
+    kinds = segment_type.cast(pl.String) if segment_type is not None else None
+    is_code = (kinds.eq("code").fill_null(False).to_numpy().astype(bool)
+               if kinds is not None else np.zeros(n, dtype=bool))
+    wanted = np.ones(n, dtype=bool) if skip is None else ~skip
+    langs = language_keys(language, n)
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    code_rows = np.flatnonzero(is_code & wanted)
+    if code_rows.shape[0]:
+        parts.extend(_code_facts(text.gather(code_rows), code_rows.astype(np.int64)))
+    prose_rows = np.flatnonzero(~is_code & wanted)
+    if prose_rows.shape[0]:
+        strict = (kinds.is_in(sorted(STRICT_TYPES)).fill_null(False).to_numpy().astype(bool)
+                  if kinds is not None else np.zeros(n, dtype=bool))
+        parts.extend(_prose_facts(text.gather(prose_rows), langs.gather(prose_rows),
+                                  prose_rows.astype(np.int64), strict[prose_rows]))
+    parts = [p for p in parts if p[0].shape[0]]
+    if not parts:
+        return None
+    return (np.concatenate([p[0] for p in parts]).astype(np.int64),
+            np.concatenate([p[1] for p in parts]).astype(np.uint64))

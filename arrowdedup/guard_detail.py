@@ -1,0 +1,126 @@
+"""What a refused merge would have lost, in words: the decisions' ``guard_detail`` column.
+
+The guard decides on hashes (:mod:`arrowdedup.facts`, :mod:`arrowdedup.content_words`), which
+cannot be read back; a reader needs the words. So for each refused pair (a segment and the first
+representative that failed the guard) this module names, from the two texts:
+
+- for a fact reason, the tokens of the segment that state a fact of that kind and that the
+  representative does not write;
+- for ``content``, the content words of the segment the representative does not cover (or,
+  when every word is covered, the opposites, negations and order words that stand elsewhere);
+- for code, the lines of the segment missing from the representative, and the commands the
+  representative adds (``+ ...``).
+
+It runs once per refused pair, after the decisions, never on the decision path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from . import content_words as cw
+
+# At most this many words or lines are named per pair.
+DETAIL_LIMIT = 8
+_PUNCT = "\"'`.,;:!?()[]{}<>*_"
+
+
+def guard_details(a: pl.Series, b: pl.Series, reason: pl.Series,
+                  segment_type: pl.Series | None = None,
+                  language: pl.Series | None = None) -> pl.Series:
+    """One detail string per pair (null where ``reason`` is null)."""
+    n = a.len()
+    out: list[str | None] = [None] * n
+    reasons = reason.cast(pl.String).to_list()
+    rows = [i for i in range(n) if reasons[i] is not None]
+    if not rows:
+        return pl.Series("guard_detail", out, dtype=pl.String)
+    a_texts = a.cast(pl.String).fill_null("")
+    b_texts = b.cast(pl.String).fill_null("")
+    types = (segment_type.cast(pl.String).to_list() if segment_type is not None
+             else [None] * n)
+    code = [i for i in rows if reasons[i] == "content" and types[i] == "code"]
+    content = [i for i in rows if reasons[i] == "content" and types[i] != "code"]
+    fact = [i for i in rows if reasons[i] != "content"]
+    for i in code:
+        out[i] = _code_detail(a_texts[i], b_texts[i])
+    if content:
+        idx = np.array(content, dtype=np.int64)
+        langs = cw.language_keys(language, n).gather(idx)
+        for i, text in zip(content, _content_details(a_texts.gather(idx), b_texts.gather(idx),
+                                                     langs), strict=True):
+            out[i] = text
+    if fact:
+        for i, text in zip(fact, _fact_details([a_texts[i] for i in fact],
+                                               [b_texts[i] for i in fact],
+                                               [reasons[i] for i in fact],
+                                               [types[i] for i in fact]), strict=True):
+            out[i] = text
+    return pl.Series("guard_detail", out, dtype=pl.String)
+
+
+def _content_details(a: pl.Series, b: pl.Series, langs: pl.Series) -> list[str]:
+    m = a.len()
+    rows = np.arange(m, dtype=np.int64)
+    wa = cw.word_table(a, langs, rows)
+    wb = cw.word_table(b, langs, rows)
+    covered = wb.filter(pl.col("content")).select("row", "stem").unique()
+    missing = (wa.filter(pl.col("content")).join(covered, on=["row", "stem"], how="anti")
+               .group_by("row", maintain_order=True)
+               .agg(pl.col("tok").unique(maintain_order=True).head(DETAIL_LIMIT)))
+    words = {int(r): ", ".join(t) for r, t in missing.iter_rows()}
+    pivots = (wa.filter(pl.col("marked")).group_by("row", maintain_order=True)
+              .agg(pl.col("tok").unique(maintain_order=True).head(DETAIL_LIMIT)))
+    placed = {int(r): ", ".join(t) for r, t in pivots.iter_rows()}
+    return [words[i] if i in words else
+            (f"placement of: {placed[i]}" if i in placed else "content")
+            for i in range(m)]
+
+
+def _code_detail(a: str, b: str) -> str:
+    def lines(text: str) -> list[str]:
+        return [ln.strip() for ln in text.split("\n") if ln.strip()]
+
+    def key(line: str) -> str:
+        return "".join(line.split())
+
+    a_lines, b_lines = lines(a), lines(b)
+    b_keys = {key(ln) for ln in b_lines}
+    missing = [ln for ln in a_lines if key(ln) not in b_keys]
+    kinds = cw.code_line_kinds(pl.Series(b_lines, dtype=pl.String)).to_list() if b_lines else []
+    a_keys = {key(ln) for ln in a_lines}
+    added = [ln for ln, k in zip(b_lines, kinds, strict=True)
+             if k == "command" and key(ln) not in a_keys]
+    parts = [*missing[:DETAIL_LIMIT], *(f"+ {ln}" for ln in added[:DETAIL_LIMIT])]
+    return "; ".join(parts) if parts else "code lines"
+
+
+def _fact_details(a: list[str], b: list[str], reasons: list[str],
+                  types: list[str | None]) -> list[str]:
+    """The tokens of each ``a`` absent from ``b`` whose own facts include the failing kind."""
+    from .facts import KIND_NAMES, KIND_SHIFT, signature_arrays
+
+    candidates: list[tuple[int, str]] = []
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        present = {t.strip(_PUNCT) for t in y.split()}
+        lowered = {t.lower() for t in present}
+        for token in dict.fromkeys(t.strip(_PUNCT) for t in x.split()):
+            if token and token not in present and (reasons[i] not in ("name", "identifier")
+                                                   or token.lower() not in lowered):
+                candidates.append((i, token))
+            elif token and reasons[i] in ("negation", "opposite") and token not in present:
+                candidates.append((i, token))
+    if not candidates:
+        return [reason for reason in reasons]
+    tokens = pl.Series([t for _, t in candidates], dtype=pl.String)
+    token_types = pl.Series([types[i] for i, _ in candidates], dtype=pl.String)
+    offsets, values = signature_arrays(tokens, segment_type=token_types)
+    kinds = (values >> KIND_SHIFT).astype(np.int64)
+    found: dict[int, list[str]] = {}
+    for k, (i, token) in enumerate(candidates):
+        states = {KIND_NAMES[int(x)] for x in kinds[offsets[k]:offsets[k + 1]] if x < 9}
+        if reasons[i] in states or (reasons[i] == "name" and "mention" in states):
+            found.setdefault(i, []).append(token)
+    return [", ".join(found[i][:DETAIL_LIMIT]) if i in found else reasons[i]
+            for i in range(len(a))]
