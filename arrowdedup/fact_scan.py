@@ -18,13 +18,14 @@ The scan is a chain of small jitted functions, each compiled and cached on its o
 a rule change recompiles one handler of a few dozen lines instead of one function of
 hundreds: :func:`_scan` loops over rows; :func:`_row` walks a row's chunks
 (:func:`_chunk_end` finds a chunk's end and its quoted spans, :func:`_quoted_at`;
-:func:`_strip` its wrapping punctuation); :func:`_pieces` splits a chunk into pieces
+:func:`_strip` its wrapping punctuation), splits a chunk into pieces
 (:func:`_piece_extent`), takes the common plain word on a fast path (:func:`_plain_word`)
 and hands any other piece to the handler of its kind: :func:`_wide_piece` (list words,
 :func:`_wide_negation`, :func:`_wide_terms`), :func:`_narrow_piece` (URLs, flags, paths,
 identifiers), :func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) and
 :func:`_word_piece` (list words, acronyms, names, :func:`_hyphen_parts`, negation by affix);
-:func:`_settle` then writes the piece's own fact and settles a number waiting for its unit.
+:func:`_settle` then writes the piece's own fact and settles a number waiting for its unit,
+and :func:`_end_row` sorts the row's facts.
 The handlers share the row's state in one small array (``ST_*``) and take the word tables,
 the unit tables and the wide negations as three tuples. Only leaf helpers of a few lines are
 ``inline="always"`` (``tests/test_fact_scan.py`` holds both bounds).
@@ -221,14 +222,14 @@ def _lower_into(data: np.ndarray, i: int, e: int, scratch: np.ndarray, w: int) -
     return w
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
     """XXH64 of the lower-cased bytes (a piece longer than the scratch is hashed as its
     prefix)."""
     return _xxh64_one(scratch, 0, _lower_into(data, s, e, scratch, 0))
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _title_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
     """XXH64 of the word with its first letter as written and the rest lower-cased: an
     acronym ("WARNING", "JSON") is hashed as the capitalised word ("Warning", "Json"), so
@@ -284,7 +285,7 @@ def _word_index(data: np.ndarray, s: int, e: int, scratch: np.ndarray, word_keys
     return _lookup(word_keys, _lower_hash(data, s, e, scratch))
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _number_word_digits(value: int, out: np.ndarray) -> int:
     """Write a number word's value into ``out`` in decimal digits, as a number in digits is
     hashed; the digit count."""
@@ -302,7 +303,7 @@ def _number_word_digits(value: int, out: np.ndarray) -> int:
     return nd
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _push_number_word(out: np.ndarray, n_out: int, value: int, scratch: np.ndarray) -> int:
     nd = _number_word_digits(value, scratch)
     return _push(out, n_out, _xxh64_one(scratch, 0, nd), K_NUMBER)
@@ -378,7 +379,7 @@ def _leading(n_chars: int, cp: int, first: int, second: int, third: int
     return first, second, third
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _is_initials(data: np.ndarray, s: int, e: int) -> bool:
     """``e.g``, ``U.S``, ``i.e``: every dot-separated part is one letter."""
     run = 0
@@ -1169,7 +1170,7 @@ def _settle(data: np.ndarray, ps: int, pe: int, hash_e: int, wide: bool, kind: i
     return n_out
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@numba.njit(inline="always")
 def _plain_word(data: np.ndarray, ps: int, pe: int, first_cp: int, n_upper: int,
                 n_alpha: int, piece_start: bool, out: np.ndarray, n_out: int,
                 st: np.ndarray) -> int:
@@ -1186,63 +1187,19 @@ def _plain_word(data: np.ndarray, ps: int, pe: int, first_cp: int, n_upper: int,
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _pieces(data: np.ndarray, cs: int, ce: int, money: bool, out: np.ndarray, n_out: int,
-            bufs: tuple[np.ndarray, ...], st: np.ndarray,
-            tables: tuple[tuple[np.ndarray, ...], ...]) -> int:
-    """The facts of the pieces of chunk ``[cs, ce)``. Pieces split where a wide script meets a
-    narrow one, at '=' and at inner punctuation of wide scripts. Only the first piece of a
-    chunk starts a sentence, or one after a wide full stop: Chinese and Japanese put no space
-    between a sentence and a name in it ("詳細はJavaエージェント")."""
-    words, units, wide_neg = tables
-    p = cs
-    next_start = st[ST_SENTENCE_START] != 0
-    while p < ce:
-        cp, ln = _decode(data, p, ce)
-        if p > cs and _sign_before_digit(cp, data, p, ce):
-            # "、#1744", "で$5": a sign after a wide piece, as at a chunk's start.
-            money = cp == 36
-            p += 1
-            cp, ln = _decode(data, p, ce)
-        wide = _cls(cp) == C_WIDE
-        ps = p
-        p, stats = _piece_extent(data, p, ce, wide)
-        pe = p
-        if p < ce and ps == pe:
-            next_start = next_start or _wide_full_stop(cp)
-            p += ln  # a lone separator
-            continue
-        piece_start = next_start
-        next_start = False
-        if p < ce:
-            cp2, ln2 = _decode(data, p, ce)
-            if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
-                next_start = _wide_full_stop(cp2)
-                p += ln2
-        n_upper = stats[S_UPPER]
-        if not wide and st[ST_PEND_NUM] < 0 and n_upper + stats[S_LOWER] == stats[S_CHARS] \
-                and n_upper <= 1 and stats[S_UPPER_AFTER_LOWER] == 0:
-            # Fast path for the most common piece: a word of cased letters, all lower case or
-            # with one capital in front, and no number waiting for a unit. None of the checks
-            # of the other pieces can fire on it (they need a digit, a '-', '_', '.', '/',
-            # ':', an apostrophe or two capitals).
-            if _word_index(data, ps, pe, bufs[0], words[0], words[2]) < 0:
-                n_out = _plain_word(data, ps, pe, stats[S_FIRST], n_upper, stats[S_ALPHA],
-                                    piece_start, out, n_out, st)
-                continue
-        hash_e = pe
-        if wide:
-            n_out, kind, use_scratch = _wide_piece(data, ps, pe, out, n_out, bufs[0], words,
-                                                   wide_neg)
-            is_num = False
-        else:
-            n_out, kind, use_scratch, is_num, cut = _narrow_piece(
-                data, ps, pe, stats, piece_start, money, out, n_out, bufs, st, tables)
-            if cut >= 0:
-                p = cut + 1  # the rest is read as its own piece
-                pe = cut
-        n_out = _settle(data, ps, pe, hash_e, wide, kind, use_scratch, is_num, out, n_out,
-                        bufs, st, units)
-    return n_out
+def _end_row(out: np.ndarray, row_first: int, n_out: int, num_buf: np.ndarray,
+             st: np.ndarray) -> int:
+    """Close the row whose facts start at ``row_first``: write a number still waiting for
+    its unit, drop the names of a Title Case row, sort the facts and drop repeats. Returns
+    the fact count."""
+    if st[ST_PEND_NUM] >= 0:
+        n_out = _push(out, n_out, _xxh64_one(num_buf, 0, st[ST_PEND_NUM]), st[ST_PEND_KIND])
+    if st[ST_TITLE_WORDS] >= 3 and st[ST_TITLE_WORDS] > st[ST_LOWER_WORDS]:
+        # Title Case ("Chicago Shooting Shows Gap"): capitals say nothing about names.
+        for k in range(row_first, n_out):
+            if out[k] >> np.uint64(61) == np.uint64(K_NAME):
+                out[k] = out[k] & LOW
+    return _sort_unique(out, row_first, n_out)
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
@@ -1251,7 +1208,13 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
          tables: tuple[tuple[np.ndarray, ...], ...]) -> int:
     """The facts of the row ``data[s:e]`` appended to ``out`` from ``n_out`` on, sorted and
     unique; the new fact count. Walks the whitespace-separated chunks: a code row's chunks are
-    identifiers, any other's are split into pieces (:func:`_pieces`)."""
+    identifiers; any other's are split into pieces where a wide script meets a narrow one, at
+    '=' and at inner punctuation of wide scripts, and each piece goes to the handler of its
+    kind. Only the first piece of a chunk starts a sentence, or one after a wide full stop:
+    Chinese and Japanese put no space between a sentence and a name in it
+    ("詳細はJavaエージェント"). The piece loop is part of this function: a call per chunk
+    with the tables' arrays as arguments cost more than the scan of most chunks."""
+    words, units, wide_neg = tables
     row_first = n_out
     st[ST_PEND_NUM] = -1
     st[ST_PEND_KIND] = K_NUMBER
@@ -1285,16 +1248,62 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
         if code:
             n_out = _push(out, n_out, _xxh64_one(data, cs, ce), K_IDENT)
             continue
-        n_out = _pieces(data, cs, ce, money, out, n_out, bufs, st, tables)
+        p = cs
+        next_start = st[ST_SENTENCE_START] != 0
+        while p < ce:
+            cp, ln = _decode(data, p, ce)
+            if p > cs and _sign_before_digit(cp, data, p, ce):
+                # "、#1744", "で$5": a sign after a wide piece, as at a chunk's start.
+                money = cp == 36
+                p += 1
+                cp, ln = _decode(data, p, ce)
+            wide = _cls(cp) == C_WIDE
+            ps = p
+            p, stats = _piece_extent(data, p, ce, wide)
+            pe = p
+            if p < ce and ps == pe:
+                next_start = next_start or _wide_full_stop(cp)
+                p += ln  # a lone separator
+                continue
+            piece_start = next_start
+            next_start = False
+            if p < ce:
+                cp2, ln2 = _decode(data, p, ce)
+                if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
+                    next_start = _wide_full_stop(cp2)
+                    p += ln2
+            n_upper = stats[S_UPPER]
+            if not wide and st[ST_PEND_NUM] < 0 and n_upper + stats[S_LOWER] == stats[S_CHARS] \
+                    and n_upper <= 1 and stats[S_UPPER_AFTER_LOWER] == 0:
+                # Fast path for the most common piece: a word of cased letters, all lower case
+                # or with one capital in front, and no number waiting for a unit. None of the
+                # checks of the other pieces can fire on it (they need a digit, a '-', '_',
+                # '.', '/', ':', an apostrophe or two capitals).
+                if _word_index(data, ps, pe, bufs[0], words[0], words[2]) < 0:
+                    n_out = _plain_word(data, ps, pe, stats[S_FIRST], n_upper, stats[S_ALPHA],
+                                        piece_start, out, n_out, st)
+                    continue
+            hash_e = pe
+            if wide:
+                n_out, kind, use_scratch = _wide_piece(data, ps, pe, out, n_out, bufs[0], words,
+                                                       wide_neg)
+                is_num = False
+            else:
+                n_out, kind, use_scratch, is_num, cut = _narrow_piece(
+                    data, ps, pe, stats, piece_start, money, out, n_out, bufs, st, tables)
+                if cut >= 0:
+                    p = cut + 1  # the rest is read as its own piece
+                    pe = cut
+            if st[ST_PEND_NUM] < 0 and not is_num:
+                if kind != 0:  # what _settle does when no number waits or may wait
+                    h = _xxh64_one(bufs[0], 0, use_scratch) if use_scratch >= 0 else \
+                        _xxh64_one(data, ps, hash_e)
+                    n_out = _push(out, n_out, h, kind)
+            else:
+                n_out = _settle(data, ps, pe, hash_e, wide, kind, use_scratch, is_num, out,
+                                n_out, bufs, st, units)
         st[ST_SENTENCE_START] = 1 if ends_sentence else 0
-    if st[ST_PEND_NUM] >= 0:
-        n_out = _push(out, n_out, _xxh64_one(bufs[1], 0, st[ST_PEND_NUM]), st[ST_PEND_KIND])
-    if st[ST_TITLE_WORDS] >= 3 and st[ST_TITLE_WORDS] > st[ST_LOWER_WORDS]:
-        # Title Case ("Chicago Shooting Shows Gap"): capitals say nothing about names.
-        for k in range(row_first, n_out):
-            if out[k] >> np.uint64(61) == np.uint64(K_NAME):
-                out[k] = out[k] & LOW
-    return _sort_unique(out, row_first, n_out)
+    return _end_row(out, row_first, n_out, bufs[1], st)
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
