@@ -14,21 +14,26 @@ The chunk loop also finds the quoted spans (no pass of their own), a piece's cha
 statistics are counted while its extent is found, and a row's facts are
 sorted and made unique as the row ends, so the scan writes the CSR signature column itself.
 
-The scan is a chain of small jitted functions, each compiled and cached on its own, so that
-a rule change recompiles one handler of a few dozen lines instead of one function of
-hundreds: :func:`_scan` loops over rows; :func:`_row` walks a row's chunks
-(:func:`_chunk_end` finds a chunk's end and its quoted spans, :func:`_quoted_at`;
-:func:`_strip` its wrapping punctuation), splits a chunk into pieces
-(:func:`_piece_extent`), takes the common plain word on a fast path (:func:`_plain_word`)
-and hands any other piece to the handler of its kind: :func:`_wide_piece` (list words,
-:func:`_wide_negation`, :func:`_wide_terms`), :func:`_narrow_piece` (URLs, flags, paths,
-identifiers), :func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) and
-:func:`_word_piece` (list words, acronyms, names, :func:`_hyphen_parts`, negation by affix);
-:func:`_settle` then writes the piece's own fact and settles a number waiting for its unit,
-and :func:`_end_row` sorts the row's facts.
-The handlers share the row's state in one small array (``ST_*``) and take the word tables,
-the unit tables and the wide negations as three tuples. Only leaf helpers of a few lines are
-``inline="always"`` (``tests/test_fact_scan.py`` holds both bounds).
+The scan is a chain of small jitted functions, each compiled and cached on its own: Numba's
+compile time grows faster than a function's length, and ``inline="always"`` copies a helper
+into every caller before compiling it, so one function of all the rules took minutes.
+:func:`_scan` loops over rows; :func:`_row` walks a row's chunks (:func:`_chunk_end` finds a
+chunk's end and its quoted spans, :func:`_quoted_at`; :func:`_strip` its wrapping
+punctuation), splits each into pieces (:func:`_piece_extent` counts a piece's characters),
+writes the common plain word itself (:func:`_plain_word`) and hands any other piece to the
+handler of its kind: :func:`_wide_piece` (list words, :func:`_wide_negation`,
+:func:`_wide_terms`), :func:`_narrow_piece` (URLs, flags, paths, identifiers),
+:func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) or :func:`_word_piece`
+(list words, acronyms, names, :func:`_hyphen_parts`, negation by affix); :func:`_settle`
+writes the piece's own fact and settles a number waiting for its unit, and :func:`_end_row`
+sorts the row's facts. The handlers share the row's state in one small array (``ST_*``) and
+take the word tables, the unit tables and the wide negations as three tuples. The piece
+loop stays in :func:`_row`, and the common chunk and word are read there before any call:
+a call per piece or chunk, with the tables' arrays as arguments, cost more than reading
+most of them. Only leaf helpers of a few lines are ``inline="always"``
+(``tests/test_fact_scan.py`` holds both bounds). A rule change stays in one handler, but
+Numba's cache is per source file: an edit anywhere here recompiles every function of the
+file (tens of CPU seconds, not minutes).
 """
 
 from __future__ import annotations
@@ -1171,6 +1176,22 @@ def _settle(data: np.ndarray, ps: int, pe: int, hash_e: int, wide: bool, kind: i
 
 
 @numba.njit(inline="always")
+def _alnum(b: int) -> bool:
+    """Is byte ``b`` an ASCII letter or digit?"""
+    return b < 0x80 and (_ASCII[b] == C_LETTER or _ASCII[b] == C_DIGIT)
+
+
+@numba.njit(inline="always")
+def _cased_run(data: np.ndarray, p: int, ce: int) -> int:
+    """The end of the ASCII letters from byte ``p``: an optional capital, then lower case."""
+    if p < ce and 65 <= data[p] <= 90:
+        p += 1
+    while p < ce and 97 <= data[p] <= 122:
+        p += 1
+    return p
+
+
+@numba.njit(inline="always")
 def _plain_word(data: np.ndarray, ps: int, pe: int, first_cp: int, n_upper: int,
                 n_alpha: int, piece_start: bool, out: np.ndarray, n_out: int,
                 st: np.ndarray) -> int:
@@ -1237,8 +1258,15 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
                 i += ln
                 continue
         cs = i
-        i, n_out, quote_from = _chunk_end(data, i, e, quote_from, out, n_out, bufs[0])
-        cs, ce, ends_sentence, money = _strip(data, cs, i)
+        while i < e and data[i] < 0x80 and _CHUNK[data[i]] == 0:
+            i += 1  # the common bytes of a chunk, read before any call
+        if i < e and not (data[i] < 0x80 and _CHUNK[data[i]] == 1):
+            i, n_out, quote_from = _chunk_end(data, i, e, quote_from, out, n_out, bufs[0])
+        ce = i
+        ends_sentence = False
+        money = False
+        if not (_alnum(data[cs]) and _alnum(data[ce - 1])):
+            cs, ce, ends_sentence, money = _strip(data, cs, ce)
         if cs >= ce:
             if ends_sentence:
                 st[ST_SENTENCE_START] = 1
@@ -1259,6 +1287,19 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
                 cp, ln = _decode(data, p, ce)
             wide = _cls(cp) == C_WIDE
             ps = p
+            if not wide and st[ST_PEND_NUM] < 0:
+                pe = _cased_run(data, p, ce)
+                if pe > ps and (pe == ce or data[pe] == 61) and \
+                        _word_index(data, ps, pe, bufs[0], words[0], words[2]) < 0:
+                    # The common piece, read without a call: a word of ASCII letters, lower
+                    # case after an optional capital, that no list knows (the fast path below,
+                    # for these).
+                    p = pe + 1 if pe < ce else pe  # past a '='
+                    piece_start = next_start
+                    next_start = False
+                    n_out = _plain_word(data, ps, pe, int(data[ps]), 1 if data[ps] <= 90 else 0,
+                                        pe - ps, piece_start, out, n_out, st)
+                    continue
             p, stats = _piece_extent(data, p, ce, wide)
             pe = p
             if p < ce and ps == pe:
