@@ -22,7 +22,7 @@ chunk's end and its quoted spans, :func:`_quoted_at`; :func:`_strip` its wrappin
 punctuation), splits each into pieces (:func:`_piece_extent` counts a piece's characters),
 writes the common plain word itself (:func:`_plain_word`) and hands any other piece to the
 handler of its kind: :func:`_wide_piece` (list words, :func:`_wide_negation`,
-:func:`_wide_terms`), :func:`_narrow_piece` (URLs, flags, paths, identifiers),
+:func:`_wide_terms`), by :func:`_narrow_route` an identifier (URLs, flags, paths, ...),
 :func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) or :func:`_word_piece`
 (list words, acronyms, names, :func:`_hyphen_parts`, negation by affix); :func:`_settle`
 writes the piece's own fact and settles a number waiting for its unit, and :func:`_end_row`
@@ -978,13 +978,15 @@ def _number_fact(parse_buf: np.ndarray, w: int, dots: int, commas: int, colons: 
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _number_piece(data: np.ndarray, ps: int, pe: int, signed: bool, v_num: bool, money: bool,
-                  comma: bool, scratch: np.ndarray, parse_buf: np.ndarray,
+def _number_piece(data: np.ndarray, ps: int, pe: int, first_cp: int, second_cp: int,
+                  money: bool, comma: bool, scratch: np.ndarray, parse_buf: np.ndarray,
                   units: tuple[np.ndarray, ...]) -> tuple[int, int, bool, int]:
     """The fact of a piece that starts with a number (digits, "-" and a digit, "v" and a
     digit). Returns (kind, length in ``scratch`` or -1 to hash the piece itself, whether it
     waits for a unit word, byte where the piece is cut or -1): at a '-' or '/' after the
     number ("1-2", "3/4") the piece ends and the rest is read as its own piece."""
+    signed = first_cp == 45 and 48 <= second_cp <= 57
+    v_num = (first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57
     q = ps + 1 if (signed or v_num) else ps
     w = 0
     if signed:
@@ -1088,48 +1090,40 @@ def _word_piece(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...], piec
     return n_out, 0, -1, False
 
 
+# The handler a narrow piece goes to (:func:`_narrow_route`).
+R_IDENT, R_NUMBER, R_WORD = 0, 1, 2
+
+
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _narrow_piece(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...],
-                  piece_start: bool, money: bool, out: np.ndarray, n_out: int,
-                  bufs: tuple[np.ndarray, ...], st: np.ndarray,
-                  tables: tuple[tuple[np.ndarray, ...], ...]) -> tuple[int, int, int, bool, int]:
-    """The facts of the narrow piece ``[ps, pe)``, by its character statistics: a URL, flag
-    or path, a number, an identifier (``_``, ``.``, camelCase, letters and digits), or a word.
-    Returns (fact count, kind of the piece's own fact, its length in ``scratch`` or -1 to hash
-    the piece, whether it waits for a unit word, byte where the piece is cut or -1)."""
-    scratch = bufs[0]
+def _narrow_route(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...]) -> int:
+    """What the narrow piece ``[ps, pe)`` is, by its character statistics: an identifier (a
+    URL, flag or path; ``_``, ``.``, camelCase, letters and digits: ``R_IDENT``, the piece is
+    its own fact), a number (``R_NUMBER``) or a word (``R_WORD``)."""
     n_lower = stats[S_LOWER]
     n_alpha = stats[S_ALPHA]
     first_cp = stats[S_FIRST]
     second_cp = stats[S_SECOND]
     third_cp = stats[S_THIRD]
-    starts_digit = 48 <= first_cp <= 57
-    signed = first_cp == 45 and 48 <= second_cp <= 57
-    v_num = (first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57
     is_flag = first_cp == 45 and (
         _cls(second_cp) == C_LETTER or (second_cp == 45 and _cls(third_cp) == C_LETTER))
     is_url = pe - ps > 8 and data[ps] == 104 and data[ps + 1] == 116 and \
         data[ps + 2] == 116 and data[ps + 3] == 112 and (
             data[ps + 4] == 58 or (data[ps + 4] == 115 and data[ps + 5] == 58))
     if is_url or is_flag or (stats[S_SLASH] != 0 and n_alpha > 0):
-        return n_out, K_IDENT, -1, False, -1
-    if starts_digit or signed or v_num:
-        kind, use_scratch, is_num, cut = _number_piece(data, ps, pe, signed, v_num, money,
-                                                       st[ST_COMMA] != 0, scratch, bufs[2],
-                                                       tables[1])
-        return n_out, kind, use_scratch, is_num, cut
+        return R_IDENT
+    if 48 <= first_cp <= 57 or (
+            (first_cp == 45 or first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57):
+        return R_NUMBER  # digits, "-" and a digit, "v" and a digit
     if stats[S_US] != 0 and n_alpha > 0:
-        return n_out, K_IDENT, -1, False, -1
+        return R_IDENT
     if stats[S_DOT] != 0 and n_alpha > 0 and not _is_initials(data, ps, pe):
-        return n_out, K_IDENT, -1, False, -1
+        return R_IDENT
     if stats[S_UPPER_AFTER_LOWER] != 0 or (stats[S_LEAD_UPPER] >= 2 and n_lower > 0 and not (
             n_lower == 1 and data[pe - 1] == 115)):
-        return n_out, K_IDENT, -1, False, -1
+        return R_IDENT
     if n_alpha > 0 and stats[S_DIGIT] > 0:
-        return n_out, K_IDENT, -1, False, -1
-    n_out, kind, use_scratch, is_num = _word_piece(data, ps, pe, stats, piece_start, out,
-                                                   n_out, scratch, st, tables[0])
-    return n_out, kind, use_scratch, is_num, -1
+        return R_IDENT
+    return R_WORD
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
@@ -1330,8 +1324,17 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
                                                        wide_neg)
                 is_num = False
             else:
-                n_out, kind, use_scratch, is_num, cut = _narrow_piece(
-                    data, ps, pe, stats, piece_start, money, out, n_out, bufs, st, tables)
+                route = _narrow_route(data, ps, pe, stats)
+                cut = -1
+                if route == R_NUMBER:
+                    kind, use_scratch, is_num, cut = _number_piece(
+                        data, ps, pe, stats[S_FIRST], stats[S_SECOND], money,
+                        st[ST_COMMA] != 0, bufs[0], bufs[2], units)
+                elif route == R_WORD:
+                    n_out, kind, use_scratch, is_num = _word_piece(
+                        data, ps, pe, stats, piece_start, out, n_out, bufs[0], st, words)
+                else:
+                    kind, use_scratch, is_num = K_IDENT, -1, False
                 if cut >= 0:
                     p = cut + 1  # the rest is read as its own piece
                     pe = cut
