@@ -22,9 +22,10 @@ chunk's end and its quoted spans, :func:`_quoted_at`; :func:`_strip` its wrappin
 punctuation), splits each into pieces (:func:`_piece_extent` counts a piece's characters),
 writes the common plain word itself (:func:`_plain_word`) and hands any other piece to the
 handler of its kind: :func:`_wide_piece` (list words, :func:`_wide_negation`,
-:func:`_wide_terms`), by :func:`_narrow_route` an identifier (URLs, flags, paths, ...),
-:func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) or :func:`_word_piece`
-(list words, acronyms, names, :func:`_hyphen_parts`, negation by affix); :func:`_settle`
+:func:`_wide_terms`) or, as :func:`_narrow_route` says, none (an identifier: URL, flag, path,
+...), :func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) or
+:func:`_word_piece` (list words, acronyms, names, :func:`_hyphen_parts`, negation by affix);
+:func:`_settle`
 writes the piece's own fact and settles a number waiting for its unit, and :func:`_end_row`
 sorts the row's facts. The handlers share the row's state in one small array (``ST_*``) and
 take the word tables, the unit tables and the wide negations as three tuples. The piece
