@@ -14,20 +14,27 @@ The chunk loop also finds the quoted spans (no pass of their own), a piece's cha
 statistics are counted while its extent is found, and a row's facts are
 sorted and made unique as the row ends, so the scan writes the CSR signature column itself.
 
-The scan is a chain of small jitted functions, each compiled and cached on its own, so that
-a rule change recompiles one handler of a few dozen lines instead of one function of
-hundreds: :func:`_scan` loops over rows; :func:`_row` walks a row's chunks
-(:func:`_chunk_end` finds a chunk's end and its quoted spans, :func:`_quoted_at`;
-:func:`_strip` its wrapping punctuation); :func:`_pieces` splits a chunk into pieces
-(:func:`_piece_extent`), takes the common plain word on a fast path (:func:`_plain_word`)
-and hands any other piece to the handler of its kind: :func:`_wide_piece` (list words,
-:func:`_wide_negation`, :func:`_wide_terms`), :func:`_narrow_piece` (URLs, flags, paths,
-identifiers), :func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) and
+The scan is a chain of small jitted functions, each compiled and cached on its own: Numba's
+compile time grows faster than a function's length, and ``inline="always"`` copies a helper
+into every caller before compiling it, so one function of all the rules took minutes.
+:func:`_scan` loops over rows; :func:`_row` walks a row's chunks (:func:`_chunk_end` finds a
+chunk's end and its quoted spans, :func:`_quoted_at`; :func:`_strip` its wrapping
+punctuation), splits each into pieces (:func:`_piece_extent` counts a piece's characters),
+writes the common plain word itself (:func:`_plain_word`) and hands any other piece to the
+handler of its kind: :func:`_wide_piece` (list words, :func:`_wide_negation`,
+:func:`_wide_terms`) or, as :func:`_narrow_route` says, none (an identifier: URL, flag, path,
+...), :func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) or
 :func:`_word_piece` (list words, acronyms, names, :func:`_hyphen_parts`, negation by affix);
-:func:`_settle` then writes the piece's own fact and settles a number waiting for its unit.
-The handlers share the row's state in one small array (``ST_*``) and take the word tables,
-the unit tables and the wide negations as three tuples. Only leaf helpers of a few lines are
-``inline="always"`` (``tests/test_fact_scan.py`` holds both bounds).
+:func:`_settle`
+writes the piece's own fact and settles a number waiting for its unit, and :func:`_end_row`
+sorts the row's facts. The handlers share the row's state in one small array (``ST_*``) and
+take the word tables, the unit tables and the wide negations as three tuples. The piece
+loop stays in :func:`_row`, and the common chunk and word are read there before any call:
+a call per piece or chunk, with the tables' arrays as arguments, cost more than reading
+most of them. Only leaf helpers of a few lines are ``inline="always"``
+(``tests/test_fact_scan.py`` holds both bounds). A rule change stays in one handler, but
+Numba's cache is per source file: an edit anywhere here recompiles every function of the
+file (tens of CPU seconds, not minutes).
 """
 
 from __future__ import annotations
@@ -223,14 +230,14 @@ def _lower_into(data: np.ndarray, i: int, e: int, scratch: np.ndarray, w: int) -
     return w
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
     """XXH64 of the lower-cased bytes (a piece longer than the scratch is hashed as its
     prefix)."""
     return _xxh64_one(scratch, 0, _lower_into(data, s, e, scratch, 0))
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _title_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
     """XXH64 of the word with its first letter as written and the rest lower-cased: an
     acronym ("WARNING", "JSON") is hashed as the capitalised word ("Warning", "Json"), so
@@ -286,7 +293,7 @@ def _word_index(data: np.ndarray, s: int, e: int, scratch: np.ndarray, word_keys
     return _lookup(word_keys, _lower_hash(data, s, e, scratch))
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _number_word_digits(value: int, out: np.ndarray) -> int:
     """Write a number word's value into ``out`` in decimal digits, as a number in digits is
     hashed; the digit count."""
@@ -304,7 +311,7 @@ def _number_word_digits(value: int, out: np.ndarray) -> int:
     return nd
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _push_number_word(out: np.ndarray, n_out: int, value: int, scratch: np.ndarray) -> int:
     nd = _number_word_digits(value, scratch)
     return _push(out, n_out, _xxh64_one(scratch, 0, nd), K_NUMBER)
@@ -380,7 +387,7 @@ def _leading(n_chars: int, cp: int, first: int, second: int, third: int
     return first, second, third
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _is_initials(data: np.ndarray, s: int, e: int) -> bool:
     """``e.g``, ``U.S``, ``i.e``: every dot-separated part is one letter."""
     run = 0
@@ -974,13 +981,15 @@ def _number_fact(parse_buf: np.ndarray, w: int, dots: int, commas: int, colons: 
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _number_piece(data: np.ndarray, ps: int, pe: int, signed: bool, v_num: bool, money: bool,
-                  comma: bool, scratch: np.ndarray, parse_buf: np.ndarray,
+def _number_piece(data: np.ndarray, ps: int, pe: int, first_cp: int, second_cp: int,
+                  money: bool, comma: bool, scratch: np.ndarray, parse_buf: np.ndarray,
                   units: tuple[np.ndarray, ...]) -> tuple[int, int, bool, int]:
     """The fact of a piece that starts with a number (digits, "-" and a digit, "v" and a
     digit). Returns (kind, length in ``scratch`` or -1 to hash the piece itself, whether it
     waits for a unit word, byte where the piece is cut or -1): at a '-' or '/' after the
     number ("1-2", "3/4") the piece ends and the rest is read as its own piece."""
+    signed = first_cp == 45 and 48 <= second_cp <= 57
+    v_num = (first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57
     q = ps + 1 if (signed or v_num) else ps
     w = 0
     if signed:
@@ -1084,48 +1093,40 @@ def _word_piece(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...], piec
     return n_out, 0, -1, False
 
 
+# The handler a narrow piece goes to (:func:`_narrow_route`).
+R_IDENT, R_NUMBER, R_WORD = 0, 1, 2
+
+
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _narrow_piece(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...],
-                  piece_start: bool, money: bool, out: np.ndarray, n_out: int,
-                  bufs: tuple[np.ndarray, ...], st: np.ndarray,
-                  tables: tuple[tuple[np.ndarray, ...], ...]) -> tuple[int, int, int, bool, int]:
-    """The facts of the narrow piece ``[ps, pe)``, by its character statistics: a URL, flag
-    or path, a number, an identifier (``_``, ``.``, camelCase, letters and digits), or a word.
-    Returns (fact count, kind of the piece's own fact, its length in ``scratch`` or -1 to hash
-    the piece, whether it waits for a unit word, byte where the piece is cut or -1)."""
-    scratch = bufs[0]
+def _narrow_route(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...]) -> int:
+    """What the narrow piece ``[ps, pe)`` is, by its character statistics: an identifier (a
+    URL, flag or path; ``_``, ``.``, camelCase, letters and digits: ``R_IDENT``, the piece is
+    its own fact), a number (``R_NUMBER``) or a word (``R_WORD``)."""
     n_lower = stats[S_LOWER]
     n_alpha = stats[S_ALPHA]
     first_cp = stats[S_FIRST]
     second_cp = stats[S_SECOND]
     third_cp = stats[S_THIRD]
-    starts_digit = 48 <= first_cp <= 57
-    signed = first_cp == 45 and 48 <= second_cp <= 57
-    v_num = (first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57
     is_flag = first_cp == 45 and (
         _cls(second_cp) == C_LETTER or (second_cp == 45 and _cls(third_cp) == C_LETTER))
     is_url = pe - ps > 8 and data[ps] == 104 and data[ps + 1] == 116 and \
         data[ps + 2] == 116 and data[ps + 3] == 112 and (
             data[ps + 4] == 58 or (data[ps + 4] == 115 and data[ps + 5] == 58))
     if is_url or is_flag or (stats[S_SLASH] != 0 and n_alpha > 0):
-        return n_out, K_IDENT, -1, False, -1
-    if starts_digit or signed or v_num:
-        kind, use_scratch, is_num, cut = _number_piece(data, ps, pe, signed, v_num, money,
-                                                       st[ST_COMMA] != 0, scratch, bufs[2],
-                                                       tables[1])
-        return n_out, kind, use_scratch, is_num, cut
+        return R_IDENT
+    if 48 <= first_cp <= 57 or (
+            (first_cp == 45 or first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57):
+        return R_NUMBER  # digits, "-" and a digit, "v" and a digit
     if stats[S_US] != 0 and n_alpha > 0:
-        return n_out, K_IDENT, -1, False, -1
+        return R_IDENT
     if stats[S_DOT] != 0 and n_alpha > 0 and not _is_initials(data, ps, pe):
-        return n_out, K_IDENT, -1, False, -1
+        return R_IDENT
     if stats[S_UPPER_AFTER_LOWER] != 0 or (stats[S_LEAD_UPPER] >= 2 and n_lower > 0 and not (
             n_lower == 1 and data[pe - 1] == 115)):
-        return n_out, K_IDENT, -1, False, -1
+        return R_IDENT
     if n_alpha > 0 and stats[S_DIGIT] > 0:
-        return n_out, K_IDENT, -1, False, -1
-    n_out, kind, use_scratch, is_num = _word_piece(data, ps, pe, stats, piece_start, out,
-                                                   n_out, scratch, st, tables[0])
-    return n_out, kind, use_scratch, is_num, -1
+        return R_IDENT
+    return R_WORD
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
@@ -1171,7 +1172,23 @@ def _settle(data: np.ndarray, ps: int, pe: int, hash_e: int, wide: bool, kind: i
     return n_out
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@numba.njit(inline="always")
+def _alnum(b: int) -> bool:
+    """Is byte ``b`` an ASCII letter or digit?"""
+    return b < 0x80 and (_ASCII[b] == C_LETTER or _ASCII[b] == C_DIGIT)
+
+
+@numba.njit(inline="always")
+def _cased_run(data: np.ndarray, p: int, ce: int) -> int:
+    """The end of the ASCII letters from byte ``p``: an optional capital, then lower case."""
+    if p < ce and 65 <= data[p] <= 90:
+        p += 1
+    while p < ce and 97 <= data[p] <= 122:
+        p += 1
+    return p
+
+
+@numba.njit(inline="always")
 def _plain_word(data: np.ndarray, ps: int, pe: int, first_cp: int, n_upper: int,
                 n_alpha: int, piece_start: bool, out: np.ndarray, n_out: int,
                 st: np.ndarray) -> int:
@@ -1188,63 +1205,19 @@ def _plain_word(data: np.ndarray, ps: int, pe: int, first_cp: int, n_upper: int,
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _pieces(data: np.ndarray, cs: int, ce: int, money: bool, out: np.ndarray, n_out: int,
-            bufs: tuple[np.ndarray, ...], st: np.ndarray,
-            tables: tuple[tuple[np.ndarray, ...], ...]) -> int:
-    """The facts of the pieces of chunk ``[cs, ce)``. Pieces split where a wide script meets a
-    narrow one, at '=' and at inner punctuation of wide scripts. Only the first piece of a
-    chunk starts a sentence, or one after a wide full stop: Chinese and Japanese put no space
-    between a sentence and a name in it ("詳細はJavaエージェント")."""
-    words, units, wide_neg = tables
-    p = cs
-    next_start = st[ST_SENTENCE_START] != 0
-    while p < ce:
-        cp, ln = _decode(data, p, ce)
-        if p > cs and _sign_before_digit(cp, data, p, ce):
-            # "、#1744", "で$5": a sign after a wide piece, as at a chunk's start.
-            money = cp == 36
-            p += 1
-            cp, ln = _decode(data, p, ce)
-        wide = _cls(cp) == C_WIDE
-        ps = p
-        p, stats = _piece_extent(data, p, ce, wide)
-        pe = p
-        if p < ce and ps == pe:
-            next_start = next_start or _wide_full_stop(cp)
-            p += ln  # a lone separator
-            continue
-        piece_start = next_start
-        next_start = False
-        if p < ce:
-            cp2, ln2 = _decode(data, p, ce)
-            if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
-                next_start = _wide_full_stop(cp2)
-                p += ln2
-        n_upper = stats[S_UPPER]
-        if not wide and st[ST_PEND_NUM] < 0 and n_upper + stats[S_LOWER] == stats[S_CHARS] \
-                and n_upper <= 1 and stats[S_UPPER_AFTER_LOWER] == 0:
-            # Fast path for the most common piece: a word of cased letters, all lower case or
-            # with one capital in front, and no number waiting for a unit. None of the checks
-            # of the other pieces can fire on it (they need a digit, a '-', '_', '.', '/',
-            # ':', an apostrophe or two capitals).
-            if _word_index(data, ps, pe, bufs[0], words[0], words[2]) < 0:
-                n_out = _plain_word(data, ps, pe, stats[S_FIRST], n_upper, stats[S_ALPHA],
-                                    piece_start, out, n_out, st)
-                continue
-        hash_e = pe
-        if wide:
-            n_out, kind, use_scratch = _wide_piece(data, ps, pe, out, n_out, bufs[0], words,
-                                                   wide_neg)
-            is_num = False
-        else:
-            n_out, kind, use_scratch, is_num, cut = _narrow_piece(
-                data, ps, pe, stats, piece_start, money, out, n_out, bufs, st, tables)
-            if cut >= 0:
-                p = cut + 1  # the rest is read as its own piece
-                pe = cut
-        n_out = _settle(data, ps, pe, hash_e, wide, kind, use_scratch, is_num, out, n_out,
-                        bufs, st, units)
-    return n_out
+def _end_row(out: np.ndarray, row_first: int, n_out: int, num_buf: np.ndarray,
+             st: np.ndarray) -> int:
+    """Close the row whose facts start at ``row_first``: write a number still waiting for
+    its unit, drop the names of a Title Case row, sort the facts and drop repeats. Returns
+    the fact count."""
+    if st[ST_PEND_NUM] >= 0:
+        n_out = _push(out, n_out, _xxh64_one(num_buf, 0, st[ST_PEND_NUM]), st[ST_PEND_KIND])
+    if st[ST_TITLE_WORDS] >= 3 and st[ST_TITLE_WORDS] > st[ST_LOWER_WORDS]:
+        # Title Case ("Chicago Shooting Shows Gap"): capitals say nothing about names.
+        for k in range(row_first, n_out):
+            if out[k] >> KIND_SHIFT == np.uint64(K_NAME):
+                out[k] = out[k] & LOW
+    return _sort_unique(out, row_first, n_out)
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
@@ -1253,7 +1226,13 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
          tables: tuple[tuple[np.ndarray, ...], ...]) -> int:
     """The facts of the row ``data[s:e]`` appended to ``out`` from ``n_out`` on, sorted and
     unique; the new fact count. Walks the whitespace-separated chunks: a code row's chunks are
-    identifiers, any other's are split into pieces (:func:`_pieces`)."""
+    identifiers; any other's are split into pieces where a wide script meets a narrow one, at
+    '=' and at inner punctuation of wide scripts, and each piece goes to the handler of its
+    kind. Only the first piece of a chunk starts a sentence, or one after a wide full stop:
+    Chinese and Japanese put no space between a sentence and a name in it
+    ("詳細はJavaエージェント"). The piece loop is part of this function: a call per chunk
+    with the tables' arrays as arguments cost more than the scan of most chunks."""
+    words, units, wide_neg = tables
     row_first = n_out
     st[ST_PEND_NUM] = -1
     st[ST_PEND_KIND] = K_NUMBER
@@ -1276,8 +1255,15 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
                 i += ln
                 continue
         cs = i
-        i, n_out, quote_from = _chunk_end(data, i, e, quote_from, out, n_out, bufs[0])
-        cs, ce, ends_sentence, money = _strip(data, cs, i)
+        while i < e and data[i] < 0x80 and _CHUNK[data[i]] == 0:
+            i += 1  # the common bytes of a chunk, read before any call
+        if i < e and not (data[i] < 0x80 and _CHUNK[data[i]] == 1):
+            i, n_out, quote_from = _chunk_end(data, i, e, quote_from, out, n_out, bufs[0])
+        ce = i
+        ends_sentence = False
+        money = False
+        if not (_alnum(data[cs]) and _alnum(data[ce - 1])):
+            cs, ce, ends_sentence, money = _strip(data, cs, ce)
         if cs >= ce:
             if ends_sentence:
                 st[ST_SENTENCE_START] = 1
@@ -1287,16 +1273,84 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
         if code:
             n_out = _push(out, n_out, _xxh64_one(data, cs, ce), K_IDENT)
             continue
-        n_out = _pieces(data, cs, ce, money, out, n_out, bufs, st, tables)
+        p = cs
+        next_start = st[ST_SENTENCE_START] != 0
+        while p < ce:
+            cp, ln = _decode(data, p, ce)
+            if p > cs and _sign_before_digit(cp, data, p, ce):
+                # "、#1744", "で$5": a sign after a wide piece, as at a chunk's start.
+                money = cp == 36
+                p += 1
+                cp, ln = _decode(data, p, ce)
+            wide = _cls(cp) == C_WIDE
+            ps = p
+            if not wide and st[ST_PEND_NUM] < 0:
+                pe = _cased_run(data, p, ce)
+                if pe > ps and (pe == ce or data[pe] == 61) and \
+                        _word_index(data, ps, pe, bufs[0], words[0], words[2]) < 0:
+                    # The common piece, read without a call: a word of ASCII letters, lower
+                    # case after an optional capital, that no list knows (the fast path below,
+                    # for these).
+                    p = pe + 1 if pe < ce else pe  # past a '='
+                    piece_start = next_start
+                    next_start = False
+                    n_out = _plain_word(data, ps, pe, int(data[ps]), 1 if data[ps] <= 90 else 0,
+                                        pe - ps, piece_start, out, n_out, st)
+                    continue
+            p, stats = _piece_extent(data, p, ce, wide)
+            pe = p
+            if p < ce and ps == pe:
+                next_start = next_start or _wide_full_stop(cp)
+                p += ln  # a lone separator
+                continue
+            piece_start = next_start
+            next_start = False
+            if p < ce:
+                cp2, ln2 = _decode(data, p, ce)
+                if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
+                    next_start = _wide_full_stop(cp2)
+                    p += ln2
+            n_upper = stats[S_UPPER]
+            if not wide and st[ST_PEND_NUM] < 0 and n_upper + stats[S_LOWER] == stats[S_CHARS] \
+                    and n_upper <= 1 and stats[S_UPPER_AFTER_LOWER] == 0:
+                # Fast path for the most common piece: a word of cased letters, all lower case
+                # or with one capital in front, and no number waiting for a unit. None of the
+                # checks of the other pieces can fire on it (they need a digit, a '-', '_',
+                # '.', '/', ':', an apostrophe or two capitals).
+                if _word_index(data, ps, pe, bufs[0], words[0], words[2]) < 0:
+                    n_out = _plain_word(data, ps, pe, stats[S_FIRST], n_upper, stats[S_ALPHA],
+                                        piece_start, out, n_out, st)
+                    continue
+            hash_e = pe
+            if wide:
+                n_out, kind, use_scratch = _wide_piece(data, ps, pe, out, n_out, bufs[0], words,
+                                                       wide_neg)
+                is_num = False
+            else:
+                route = _narrow_route(data, ps, pe, stats)
+                cut = -1
+                if route == R_NUMBER:
+                    kind, use_scratch, is_num, cut = _number_piece(
+                        data, ps, pe, stats[S_FIRST], stats[S_SECOND], money,
+                        st[ST_COMMA] != 0, bufs[0], bufs[2], units)
+                elif route == R_WORD:
+                    n_out, kind, use_scratch, is_num = _word_piece(
+                        data, ps, pe, stats, piece_start, out, n_out, bufs[0], st, words)
+                else:
+                    kind, use_scratch, is_num = K_IDENT, -1, False
+                if cut >= 0:
+                    p = cut + 1  # the rest is read as its own piece
+                    pe = cut
+            if st[ST_PEND_NUM] < 0 and not is_num:
+                if kind != 0:  # what _settle does when no number waits or may wait
+                    h = _xxh64_one(bufs[0], 0, use_scratch) if use_scratch >= 0 else \
+                        _xxh64_one(data, ps, hash_e)
+                    n_out = _push(out, n_out, h, kind)
+            else:
+                n_out = _settle(data, ps, pe, hash_e, wide, kind, use_scratch, is_num, out,
+                                n_out, bufs, st, units)
         st[ST_SENTENCE_START] = 1 if ends_sentence else 0
-    if st[ST_PEND_NUM] >= 0:
-        n_out = _push(out, n_out, _xxh64_one(bufs[1], 0, st[ST_PEND_NUM]), st[ST_PEND_KIND])
-    if st[ST_TITLE_WORDS] >= 3 and st[ST_TITLE_WORDS] > st[ST_LOWER_WORDS]:
-        # Title Case ("Chicago Shooting Shows Gap"): capitals say nothing about names.
-        for k in range(row_first, n_out):
-            if out[k] >> KIND_SHIFT == np.uint64(K_NAME):
-                out[k] = out[k] & LOW
-    return _sort_unique(out, row_first, n_out)
+    return _end_row(out, row_first, n_out, bufs[1], st)
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
