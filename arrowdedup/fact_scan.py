@@ -847,12 +847,13 @@ def _wide_piece(data: np.ndarray, ps: int, pe: int, out: np.ndarray, n_out: int,
     if idx >= 0 and word_values[idx] >> KIND_SHIFT != 0:
         # Word-table values are whole fact hashes.
         n_out = _push(out, n_out, word_values[idx], int(word_values[idx] >> KIND_SHIFT))
+    # The terms reuse ``scratch``, so they come first: the negation's fact is hashed from it
+    # afterwards, and must read "not" (before rules 18.0 it read the last term's bytes, so
+    # 不支持 and 支持しない stated different negations).
+    n_out = _wide_terms(data, ps, pe, out, n_out, scratch)
     if _wide_negation(data, ps, pe, wide_neg[0], wide_neg[1]):
         kind = K_NEGATION
         use_scratch = _write_not(scratch)
-    # The terms reuse ``scratch``: the negation's fact is hashed from it afterwards, as it has
-    # always been (the golden digests pin that order).
-    n_out = _wide_terms(data, ps, pe, out, n_out, scratch)
     return n_out, kind, use_scratch
 
 

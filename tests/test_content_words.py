@@ -164,3 +164,11 @@ def test_signature_kinds_sorted_after_facts() -> None:
     kinds = [v >> int(KIND_SHIFT) for v in sig]
     assert kinds == sorted(kinds)
     assert cw.CONTENT in kinds and 1 in kinds  # the number and the content words
+
+
+def test_a_negation_is_one_fact_in_every_script() -> None:
+    from arrowdedup.facts import KIND_SHIFT, NEGATION, fact_signatures
+
+    sig = fact_signatures(pl.Series(["不支持", "支持しない", "Do not do it"]))
+    negations = [{v for v in row if v >> int(KIND_SHIFT) == NEGATION} for row in sig.to_list()]
+    assert negations[0] == negations[1] == negations[2] and len(negations[0]) == 1

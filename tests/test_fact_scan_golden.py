@@ -18,7 +18,8 @@ shares "permite" and "exporta"; two lost a name fact because a capitalised word 
 the scanner into small jitted handlers (issue 44, item 0) left the digests as they were;
 re-pinned at rules 18.0, when the kind field widened to four bits and the signatures gained the
 content tokens of :mod:`arrowdedup.content_words`, list markers and markup stopped reaching the
-scanner, and a heading's names became mentions."""
+scanner, a heading's names became mentions, and a negation inside a wide piece with terms
+was hashed as "not" again (it had read the last term's bytes)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
 PER_LANGUAGE = 60  # paragraphs from the start of each language's folder
 TYPES = ["paragraph", "paragraph", "code", "heading", None, "page_furniture", "table_row"]
 # (texts, both digests): with segment types and languages, and with neither.
-EXPECTED = (638, "9965ffb0479f22cf", "b9b28d4b32169bca")
+EXPECTED = (638, "e4c7f05d51171552", "59919972cb4365e2")
 
 
 def corpus_sample() -> tuple[list[str], list[str]]:
