@@ -94,6 +94,7 @@ from .store.atomic import save_npy
 from .store.delta import fingerprint_file
 from .store.fingerprint import FINGERPRINT_KIND
 from .store.layout import KEEP_VERSIONS
+from .timings import STAGES as STAGES
 from .timings import complete
 
 if TYPE_CHECKING:

@@ -20,7 +20,6 @@ and the removal of old versions, is in the :class:`JobResult`'s).
 
 from __future__ import annotations
 
-import time
 import types
 from collections.abc import Mapping
 
@@ -45,16 +44,18 @@ def add(timings: dict[str, float], key: str, seconds: float) -> None:
     timings[key] = timings.get(key, 0.0) + seconds
 
 
-class Stopwatch:
-    """Seconds since it was made; :meth:`lap` gives the seconds since the previous lap."""
+def line(timings: Mapping[str, float]) -> str:
+    """The stages as one line (what ``arrowdedup ingest`` prints): those that run one after
+    another, the ones inside the bucket pass in brackets after ``buckets``, and the total;
+    stages under 5 ms are left out."""
 
-    def __init__(self) -> None:
-        self.start = self.mark = time.perf_counter()
+    def shown(keys: tuple[str, ...]) -> list[str]:
+        return [f"{k} {timings[k]:.2f} s" for k in keys if timings.get(k, 0.0) >= 0.005]
 
-    def lap(self) -> float:
-        now = time.perf_counter()
-        seconds, self.mark = now - self.mark, now
-        return seconds
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+    parts = []
+    for key in SEQUENTIAL:
+        if key == "buckets" and (inner := shown(IN_BUCKETS)):
+            parts.append(f"buckets {timings[key]:.2f} s [overlapping: {', '.join(inner)}]")
+        else:
+            parts.extend(shown((key,)))
+    return "stages: " + ", ".join(parts) + f"; total {timings.get('total', 0.0):.2f} s"

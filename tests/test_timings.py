@@ -99,3 +99,12 @@ def test_complete_orders_and_clamps() -> None:
     out = complete({"total": 2.0, "partition": -1e-9, "unknown": 5.0})
     assert tuple(out) == STAGES and out["partition"] == 0.0 and "unknown" not in out
     assert set(SEQUENTIAL) | set(IN_BUCKETS) | {"total"} == set(STAGES)
+
+
+def test_the_printed_line_brackets_the_overlapping_stages() -> None:
+    from arrowdedup.timings import line
+
+    text = line(complete({"compile": 1.5, "partition": 0.25, "buckets": 2.0, "read": 0.5,
+                          "kernel": 1.75, "write": 0.001, "commit": 0.125, "total": 4.0}))
+    assert text == ("stages: compile 1.50 s, partition 0.25 s, buckets 2.00 s [overlapping: "
+                    "read 0.50 s, kernel 1.75 s], commit 0.12 s; total 4.00 s")

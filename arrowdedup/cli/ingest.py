@@ -147,25 +147,10 @@ def ingest(
             note(line)
     console.print(result.summary(), markup=False)
     if not quiet:
+        from ..timings import line as stages_line
+
         console.print(stages_line(result.timings), markup=False)
     console.print(f"store: {out} (version {result.version_id})", markup=False)
-
-
-def stages_line(timings: Any) -> str:
-    """The stage timings as one line: the stages that run one after another, the ones inside
-    the bucket pass in brackets after it (summed over buckets, which overlap), the total."""
-    from ..timings import IN_BUCKETS, SEQUENTIAL
-
-    def shown(keys: tuple[str, ...]) -> list[str]:
-        return [f"{k} {timings[k]:.2f} s" for k in keys if timings.get(k, 0.0) >= 0.005]
-
-    parts = []
-    for key in SEQUENTIAL:
-        if key == "buckets" and (inner := shown(IN_BUCKETS)):
-            parts.append(f"buckets {timings[key]:.2f} s [overlapping: {', '.join(inner)}]")
-        else:
-            parts.extend(shown((key,)))
-    return "stages: " + ", ".join(parts) + f"; total {timings['total']:.2f} s"
 
 
 def _manifest(version: Path) -> dict[str, Any]:

@@ -36,7 +36,7 @@ def _report(result: Any, *, quiet: bool, as_json: bool) -> None:
         return
     console.print(_change_line(result), markup=False)
     if not result.dry_run and not quiet:
-        from .ingest import stages_line
+        from ..timings import line as stages_line
 
         console.print(result.summary(), markup=False)
         console.print(stages_line(result.timings), markup=False)
