@@ -15,6 +15,8 @@ makes the same choices. Two of them are estimated, not known, before the work: t
 that extraction will hand the fact scanner (the documents' file bytes), and whether a bucket
 holds a group of ``BlockMinSegments`` (or ``LshMinSegments``) rows (its largest document's
 rows). A kernel the estimate misses is compiled where it is first called, inside that stage.
+With the Ray engine the driver compiles into Numba's cache and each worker process loads
+from it on its first bucket, inside that bucket's stages.
 """
 
 from __future__ import annotations
@@ -256,9 +258,11 @@ def _warm_bucket(table: pa.Table, total_rows: int, job: BucketJob) -> None:
         return
     if done is None:
         return
-    from .job import default_indexes
+    from .retrieval.bm25 import Bm25Builder
 
-    builders = default_indexes() if job.indexes else []
+    # Only the package's own index is finished here: another builder's finish may do more
+    # than compute (a hook's does).
+    builders = [Bm25Builder() for b in job.indexes if isinstance(b, Bm25Builder)]
     for builder in builders:
         builder.add(done[0].index_parts.get(builder.name), done[0].kept_rows)
     if builders:
