@@ -256,6 +256,9 @@ def _warm_bucket(table: pa.Table, total_rows: int, job: BucketJob) -> None:
         done = process_bucket(source, 0, job)
     except ArrowDedupError:
         return
+    tokens = sys.modules.get("arrowdedup.retrieval._tokens_jit")
+    if tokens is not None:
+        tokens.load_growth()
     if done is None:
         return
     from .retrieval.bm25 import Bm25Builder

@@ -57,7 +57,7 @@ PROBE = textwrap.dedent("""
         docs = ["big"] * big + [f"d{i // 20}" for i in range(n - big)]
         frame = pl.DataFrame({
             "doc_id": docs, "segment_id": [f"s{i}" for i in range(n)],
-            "text": [f"segment {i % 997} of document {d} says {i % 13} things" for i, d in
+            "text": [f"segment {i % 997} of document {d} says {i} things" for i, d in
                      enumerate(docs)],
             "segment_type": ["paragraph"] * n,
             "position": pl.Series(range(n), dtype=pl.Int32),

@@ -372,6 +372,13 @@ def _scan(offsets: np.ndarray, data: np.ndarray, stop: np.ndarray, ids: np.ndarr
     return k, first[:m, 0].copy(), first[:m, 1].copy()
 
 
+def load_growth() -> None:
+    """Load (or compile) the table's growth, which :func:`_scan` reaches only past 2048
+    distinct tokens in a bucket, so a small warm-up bucket may not: for the compile stage
+    (:mod:`arrowdedup.precompile`)."""
+    _grow(np.zeros((8, 4), np.uint64), np.empty((4, 2), np.int64), 0, 8)
+
+
 @numba.njit(nogil=True, cache=True)
 def _gather(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray,
                                                                                 np.ndarray]:
