@@ -133,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         result = ingest_to_store(sample_inputs(), args.out, embedder=embedder, root=SAMPLE)
         console.print(documents_table(result.documents.collect(), limit=12))
         console.print(result.summary(), markup=False, style="bold")
-        stages = {k: v for k, v in result.timings.items() if v >= 0.005}
-        console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in stages.items()),
-                      markup=False)
+        from .timings import line
+
+        console.print(line(result.timings), markup=False)
         segments = extract_segments(sample_inputs(), root=SAMPLE).segments
         cross = cross_language_merges(args.out, segments)
         console.print(f"merges across languages: {cross} (dedup never compares two languages)")

@@ -39,13 +39,17 @@ itself (nothing large crosses Ray's object store); one elsewhere returns the byt
 driver writes them. The writer takes the buckets in bucket order either way, so both engines
 write byte-identical data files. Decisions never depend on the bucket count.
 
-Stage timings (:data:`STAGES`, the same keys for every input): ``extract`` and ``embed``
+Stage timings (:data:`STAGES`, the same keys for every input and every kind of run; see
+:mod:`arrowdedup.timings`): ``compile`` (the jitted kernels the run uses, loaded or compiled
+up front by :mod:`arrowdedup.precompile`), ``extract``, ``embedder_load`` and ``embed``
 (documents only, 0 otherwise), ``partition`` (opening or partitioning the inputs, and the
-bucket of every input row), the stages of :func:`arrowdedup.ingest` summed over the buckets
-(``read`` includes taking each bucket's rows from the input), ``encode`` (Parquet / IPC bytes
-and the input fingerprints), ``index`` (tokenizing the buckets and
-finishing the BM25 index), ``write`` (files and checksums), ``commit`` (fsync, manifest,
-switch) and ``total`` (wall time). Buckets overlap, so the stage sum can exceed ``total``.
+bucket of every input row), ``buckets`` (the pass over the buckets: the wall time from the
+first bucket read to the last written), inside it the stages of :func:`arrowdedup.ingest`
+summed over the buckets (``read`` includes taking each bucket's rows from the input),
+``encode`` (Parquet / IPC bytes and the input fingerprints), ``index`` (tokenizing the
+buckets, and finishing the BM25 index after the pass) and ``write`` (files and checksums),
+then ``commit`` (fsync, manifest, switch) and ``total`` (wall time). Buckets overlap, so the
+stages inside ``buckets`` can sum to more than it; the others run one after another.
 """
 
 from __future__ import annotations
@@ -56,7 +60,6 @@ import os
 import shutil
 import threading
 import time
-import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -91,6 +94,8 @@ from .store.atomic import save_npy
 from .store.delta import fingerprint_file
 from .store.fingerprint import FINGERPRINT_KIND
 from .store.layout import KEEP_VERSIONS
+from .timings import STAGES as STAGES
+from .timings import complete
 
 if TYPE_CHECKING:
     from .embed import Embedder
@@ -103,9 +108,6 @@ DEFAULT_MEMORY_BUDGET = 2 << 30
 LOCAL_AHEAD = 1  # buckets prepared ahead of the one being written (local engine)
 # Suffixes that are segments tables, not documents.
 TABLE_SUFFIXES = frozenset({".parquet", ".arrow", ".ipc", ".feather"})
-STAGES = ("extract", "embedder_load", "embed", "partition", "read", "validate", "salience",
-          "hash", "facts", "plan", "kernel", "output", "encode", "index", "write", "commit",
-          "total")
 
 TableLike: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table
 Source: TypeAlias = TableLike | str | Path | Sequence[str | Path]
@@ -190,9 +192,7 @@ class JobResult:
 
 
 def _timings(values: Mapping[str, float]) -> Mapping[str, float]:
-    out = dict.fromkeys(STAGES, 0.0)
-    out.update(values)
-    return types.MappingProxyType(out)
+    return complete(values)
 
 
 def _encoder_of(builder: IndexBuilder) -> IndexBuilder:
@@ -820,19 +820,24 @@ def buckets_in_flight(threads: int | None) -> int:
     return 1 if threads == 1 else LOCAL_AHEAD + 1
 
 
-def _local(source: BucketSource, job: BucketJob, timings: dict[str, float] | None = None
+def bucket_ids(source: BucketSource, cache: SourceCache) -> None:
+    """The bucket of every row of each unpartitioned input, into ``cache`` (part of
+    partitioning)."""
+    for path in () if source.partitioned else source.files:
+        if path not in cache.ids:
+            cache.ids[path] = _bucket_ids(source.table_of(path, cache)[0], source.buckets)
+
+
+def _local(source: BucketSource, job: BucketJob, cache: SourceCache | None = None
            ) -> Iterator[tuple[BucketOutput, BucketSummary]]:
     """Buckets in order; ``LOCAL_AHEAD + 1`` buckets are read and ingested on worker threads
     while the caller writes the previous one (Polars, Arrow, Numba and BLAS release the GIL),
-    so at most ``LOCAL_AHEAD + 2`` buckets are in memory (one when ``job.threads`` is 1)."""
+    so at most ``LOCAL_AHEAD + 2`` buckets are in memory (one when ``job.threads`` is 1).
+    ``cache``: the run's :class:`SourceCache` (with the bucket ids, :func:`bucket_ids`)."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    cache = SourceCache()
-    start = time.perf_counter()
-    for path in () if source.partitioned else source.files:
-        cache.ids[path] = _bucket_ids(source.table_of(path, cache)[0], source.buckets)
-    if timings is not None:  # the bucket of every input row: part of partitioning
-        timings["partition"] = timings.get("partition", 0.0) + time.perf_counter() - start
+    cache = cache if cache is not None else SourceCache()
+    bucket_ids(source, cache)
     if source.buckets == 1:
         done = process_bucket(source, 0, job, cache)
         if done is not None:
@@ -1123,11 +1128,12 @@ def _documents_table(
 ) -> tuple[pl.DataFrame, str, dict[str, Any]]:
     """Extract and embed documents (through the store's embedding cache): the segments table,
     the model name and the manifest extras."""
-    from . import progress
+    from . import precompile, progress
     from .embed import embedder_record, get_embedder
     from .embed_cache import EmbeddingCache, embed_texts
 
     embedder = choose_embedder(store_root, embedder)
+    precompile.for_extract(inputs, timings, quiet=quiet)
     start = time.perf_counter()
     with progress.spinner("extracting", quiet=quiet):
         extracted = extract_segments(inputs, language_from_path=language_from_path,
@@ -1135,20 +1141,22 @@ def _documents_table(
                                      root=root, detect_keys=detect_keys,
                                      doc_version_from_path=doc_version_from_path)
     frame = extracted.segments
-    timings["extract"] = time.perf_counter() - start
+    timings["extract"] = timings.get("extract", 0.0) + time.perf_counter() - start
 
     start = time.perf_counter()
     with progress.spinner("loading the embedder", quiet=quiet):
         model = get_embedder(embedder)
     if isinstance(embedder, str):
-        timings["embedder_load"] = time.perf_counter() - start
+        timings["embedder_load"] = timings.get("embedder_load", 0.0) + \
+            time.perf_counter() - start
+    start = time.perf_counter()  # the embed stage is the embedding alone, not the load
     check_store_model(store_root, model.name, model.dim)
     cache = EmbeddingCache(store_root / "cache", model.name, model.dim)
     code = frame.get_column("segment_type").cast(pl.String).eq("code").fill_null(False)
     vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache=cache,
                                        quiet=quiet, verbatim=code.to_numpy())
     frame = with_embeddings(frame.drop("embedding", strict=False), vectors)
-    timings["embed"] = time.perf_counter() - start
+    timings["embed"] = timings.get("embed", 0.0) + time.perf_counter() - start
     extra = {
         "skipped_files": [dataclasses.asdict(f) for f in extracted.skipped],
         "extract": {k: v for k, v in extracted.manifest().items() if k != "skipped_files"},
@@ -1267,15 +1275,24 @@ def ingest_to_store(
     inputs: Sequence[Path] | Sequence[pa.Table] = tables if tables else paths
     budget = memory_budget if engine == "local" else 0  # Ray tasks read files
     sums: dict[str, float] = {}
+    from . import precompile
+
+    precompile.for_partition(inputs, timings, quiet=quiet)
     with writer, contextlib.ExitStack() as stack:
         stack.enter_context(scratch.small_pages())  # see scratch.small_pages: faster here
+        t = time.perf_counter()
         # Reading (and partitioning) files can take a while; in-memory tables are instant.
         with progress.spinner("reading the segments", quiet=quiet or not paths):
             src = stack.enter_context(bucket_source(inputs, buckets, store_root, budget,
                                                     in_memory=engine == "local"))
-        timings["partition"] = time.perf_counter() - start - sum(timings.values())
+            cache = SourceCache()
+            if engine == "local":  # the bucket of every input row
+                bucket_ids(src, cache)
+        timings["partition"] = time.perf_counter() - t
+        precompile.for_buckets(src, cache, job, timings, quiet=quiet)
+        t = time.perf_counter()
         if engine == "local":
-            stream = _local(src, job, timings)
+            stream = _local(src, job, cache)
         else:
             session = stack.enter_context(RaySession(ray_address))
             stream = _ray(src, job, session, writer.staging)
@@ -1300,12 +1317,13 @@ def ingest_to_store(
                 assert done is not None
                 writer.add(done[0])
                 documents.append(done[1].documents)
+        timings["buckets"] = time.perf_counter() - t
         from .ingest import numba_threads
 
         # The index builders' finish runs parallel passes: kept to the job's threads.
         with progress.spinner("writing the store", quiet=quiet), numba_threads(threads):
             writer.commit(documents=pl.concat(documents, how="vertical_relaxed"),
-                          timings=_timings({**timings, **sums}))
+                          timings={**timings, **sums}, started=start)
     timings.update(sums)
     # The writers' own time: file writes and checksums (the driver's, and Ray tasks' that
     # wrote their bucket themselves), the index builders' merge and finish (beside the

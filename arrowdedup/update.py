@@ -300,6 +300,7 @@ def update_store(
     (naming ``--allow-moved-sources``) a document file at another path than the one the store
     recorded for that document (another folder's file of the same doc_id, a moved
     checkout), unless ``allow_moved_sources``."""
+    from . import precompile
     from .ingest import ingest, numba_threads
     from .vectors import input_rows
 
@@ -317,6 +318,7 @@ def update_store(
     if paths and any(is_documents_input(p) for p in paths):
         check_same_rules(current, cfg, model=None, extract_options=extraction_record(extract))
     t = time.perf_counter()
+    before = sum(timings.values())  # the extraction's own stages are timed inside
     table, model, extra = _input_table(
         current, inputs, timings, embedder=embedder, quiet=quiet,
         extract={**extract, "root": root}, allow_moved_sources=allow_moved_sources)
@@ -326,7 +328,8 @@ def update_store(
     if "doc_id" not in frame.columns:
         raise SchemaError("required column 'doc_id' is missing; add it (the partition key)")
     fps = document_fingerprints(frame)
-    timings["read"] = time.perf_counter() - t
+    # Opening the input and fingerprinting its documents is this update's partitioning.
+    timings["partition"] = time.perf_counter() - t - (sum(timings.values()) - before)
     present = list(extra.pop("present", []))
     moved = int(extra.pop("moved_sources", 0))
     if dry_run:
@@ -340,14 +343,19 @@ def update_store(
                       indexes=default_indexes()) as writer):
         parent = writer.parent
         assert parent is not None
+        t = time.perf_counter()
         plan = plan_update(parent, fps, delete_missing=delete_missing, present=present)
         # Nothing to write, the current version stays; unless files moved (allowed): their
         # new paths are recorded in a version without document changes.
         if plan.empty and not moved:
+            timings["partition"] += time.perf_counter() - t
             return _result(open_store(parent.root), timings, cfg, plan, start)
         todo = pl.Series([*plan.added, *plan.changed], dtype=pl.String)
         subset = frame.filter(pl.col("doc_id").cast(pl.String).is_in(todo.to_list()))
         _check_ids(parent, frame, subset)
+        timings["partition"] += time.perf_counter() - t
+        precompile.for_update(subset, frame.height, cfg, threads, timings, quiet=quiet)
+        t = time.perf_counter()
         result = None
         if subset.height:
             with input_rows(frame.height):
@@ -360,12 +368,13 @@ def update_store(
                 timings[key] = timings.get(key, 0.0) + value
         writer.write(result=result, inputs=subset, tombstones=[*plan.changed, *plan.removed],
                      changes=plan.changes_frame())
+        timings["buckets"] = time.perf_counter() - t  # one bucket: the layer's rows
         life = {k: v for k, v in plan.counts().items() if k != "unchanged"}
         embedding = dict(parent.manifest.get("embedding") or {})
         if result is not None and result.embedding_dim and not embedding.get("dim"):
             embedding["dim"] = result.embedding_dim
         writer.commit(counts=_counts(parent, plan, result.documents if result else None),
-                      life=life, timings=timings,
+                      life=life, timings=timings, started=start,
                       extra={"embedding": embedding,
                              **{k: v for k, v in extra.items()
                                 if k in ("embedding_cache", "source_files", "extract")}})
@@ -411,14 +420,18 @@ def delete_documents(
     current.close()
     with DeltaWriter(current.root, keep_versions=keep_versions) as writer:
         assert writer.parent is not None
+        t = time.perf_counter()
         plan = plan_of(writer.parent)
+        timings["partition"] = time.perf_counter() - t
+        t = time.perf_counter()
         writer.write(result=None, inputs=None, tombstones=plan.removed,
                      changes=plan.changes_frame())
+        timings["buckets"] = time.perf_counter() - t
         writer.commit(counts=_counts(writer.parent, plan, None),
                       life={"added": 0, "changed": 0, "removed": len(plan.removed)},
-                      timings=timings)
+                      timings=timings, started=start)
         cfg = writer.parent.config
-    timings.update(writer.timings)
+    timings.update({k: timings.get(k, 0.0) + v for k, v in writer.timings.items()})
     return _result(open_store(current.root), timings, cfg, plan, start)
 
 
@@ -450,6 +463,7 @@ def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIO
     seqs = history.get_column("seq").to_numpy()
     writer.extra["history_layers"] = int(seqs.max()) + 1 if seqs.size else \
         current.history_offset()
+    t = time.perf_counter()
     kept = current.segments().collect()
     decisions = current.decisions().collect()
     documents = current.documents().collect()
@@ -465,21 +479,28 @@ def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIO
         return [order[bounds[i]:bounds[i + 1]] for i in range(buckets)]
 
     parts = [split(f) for f in (kept, decisions, documents, fps)]
+    # Reading the current version and splitting it into buckets is this run's partitioning.
+    timings = {"partition": time.perf_counter() - t}
     with writer:
+        t = time.perf_counter()
         written = 0
         for b in range(buckets):
             k, d, doc, fp = (p[b] for p in parts)
             if d.size == 0 and not (b == buckets - 1 and written == 0):
                 continue
             out = encode_bucket(b, kept[k], decisions[d], documents[doc], dim, builders)
+            for key, value in out.timings.items():
+                timings[key] = timings.get(key, 0.0) + value
             fp_frame = fps[fp]
             out.files.append((f"{FINGERPRINTS}/{part_name(b)}.parquet",
                               parquet_bytes(fp_frame.to_arrow()), fp_frame.height))
             writer.add(out)
             written += 1
         writer.add_file(HISTORY, parquet_bytes(history.to_arrow()), history.height)
-        writer.commit()
-    return _result(open_store(current.root), dict(writer.timings), cfg, empty, start)
+        timings["buckets"] = time.perf_counter() - t
+        writer.commit(timings=timings, started=start)
+    timings.update({k: timings.get(k, 0.0) + v for k, v in writer.timings.items()})
+    return _result(open_store(current.root), timings, cfg, empty, start)
 
 
 @dataclasses.dataclass(frozen=True)

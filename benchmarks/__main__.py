@@ -27,8 +27,8 @@ from . import common
 HERE = Path(__file__).resolve().parent
 NOT_BENCHMARKS = {"__init__", "__main__", "common", "corpus"}
 # Preferred order in the README; anything else found follows alphabetically.
-ORDER = ("ingest_scale", "cold_start", "kernel_floor", "peers", "real_corpus", "quality",
-         "fact_audit", "retrieval", "scale")
+ORDER = ("ingest_scale", "cold_start", "first_run", "kernel_floor", "peers", "real_corpus",
+         "quality", "fact_audit", "retrieval", "scale")
 
 
 def discover() -> list[str]:

@@ -105,7 +105,8 @@ def test_numba_scanner_with_many_distinct_tokens_of_every_length() -> None:
 def test_numba_scanner_over_rows_longer_than_its_chunk() -> None:
     """The scanner cuts a bucket into chunks of ``SPAN_CHUNK_BYTES`` (at least one row): rows
     several chunks long, between short ones and at either end, tokenize as in Python."""
-    long_row = " ".join(f"Tok{i % 977} v3.{i % 9} --f-{i % 13}" for i in range(2_500))
+    words = 3 * jit.SPAN_CHUNK_BYTES // 15 + 1  # each word and its space: 15 bytes or more
+    long_row = " ".join(f"Tok{i % 977} v3.{i % 9} --f-{i % 13}" for i in range(words))
     assert len(long_row.encode()) > 3 * jit.SPAN_CHUNK_BYTES
     short = [f"row {i} config.yaml x_{i}" for i in range(400)]
     texts = [long_row, *short[:200], long_row + " tail", *short[200:], "", long_row]

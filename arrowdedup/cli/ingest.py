@@ -154,9 +154,9 @@ def ingest(
             note(line)
     say(result.summary())
     if not quiet:
-        shown = {k: v for k, v in result.timings.items() if v >= 0.005 and k != "total"}
-        say("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in shown.items())
-            + f"; total {result.timings['total']:.2f} s")
+        from ..timings import line as stages_line
+
+        say(stages_line(result.timings))
     say(f"store: {out} (version {result.version_id})")
 
 

@@ -78,7 +78,10 @@ def _report(result: Any, *, quiet: bool, as_json: bool) -> None:
         for line in change_id_lines(result):
             say(line)
     if not result.dry_run and not quiet:
+        from ..timings import line as stages_line
+
         say(result.summary())
+        say(stages_line(result.timings))
     suffix = " (nothing written)" if result.dry_run else ""
     say(f"store: {result.root} (version {result.version_id}){suffix}")
 

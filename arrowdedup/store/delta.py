@@ -98,6 +98,7 @@ class DeltaWriter:
         self.layer = ""
         self.files: dict[str, dict[str, Any]] = {}
         self.timings: dict[str, float] = {"write": 0.0, "index": 0.0, "commit": 0.0}
+        self.started = time.perf_counter()
 
     def __enter__(self) -> DeltaWriter:
         from .writer import _pause_point, new_run_id
@@ -155,6 +156,9 @@ class DeltaWriter:
         if result is not None and result.decisions.height:
             out = encode_bucket(0, result.kept, result.decisions, None, result.embedding_dim,
                                 self.indexes)
+            for key, seconds in out.timings.items():  # encode, and the index's tokenizing
+                self.timings[key] = self.timings.get(key, 0.0) + seconds
+                t0 += seconds
             for rel, data, rows in out.files:
                 self._write(rel, data, rows)
             self._write(DOCUMENTS, parquet_bytes(result.documents.to_arrow()),
@@ -174,18 +178,21 @@ class DeltaWriter:
                 if rel_path not in ours:
                     fsync_file(path)
                     self.files[rel_path] = {"rows": None, **index_file_entry(path)}
-            self.timings["index"] += time.perf_counter() - ti
+            index_s = time.perf_counter() - ti
+            self.timings["index"] += index_s
+            t0 += index_s  # the index's time is its own stage, not the write's
         stones = pa.table({"doc_id": pa.array(sorted(tombstones), type=pa.string())})
         self._write(TOMBSTONES, parquet_bytes(stones), stones.num_rows)
         self._write(CHANGES, parquet_bytes(changes.to_arrow()), changes.height)
         self.timings["write"] += time.perf_counter() - t0
 
     def commit(self, *, counts: dict[str, int], life: dict[str, int],
-               timings: dict[str, float] | None = None, extra: dict[str, Any] | None = None
-               ) -> Path:
-        """Write the manifest, rename the version into place and switch ``current``."""
+               timings: dict[str, float] | None = None, extra: dict[str, Any] | None = None,
+               started: float | None = None) -> Path:
+        """Write the manifest, rename the version into place and switch ``current``;
+        ``timings`` and ``started`` as for :meth:`StoreWriter.commit`."""
         from .versions import remove_versions
-        from .writer import _pause_point, publish_version
+        from .writer import _pause_point, manifest_timings, publish_version
 
         assert self.tmp is not None and self.final is not None and self.parent is not None
         t0 = time.perf_counter()
@@ -200,7 +207,8 @@ class DeltaWriter:
             "layers": [*(previous.get("layers") or [""]), self.layer],
             "counts": counts,
             "life": life,
-            "timings": dict(timings or {}),
+            "timings": manifest_timings(timings, self.timings, t0,
+                                        self.started if started is None else started),
             "fingerprints": FINGERPRINT_KIND,
         }
         if not all("blocks" in e for e in self.files.values() if isinstance(e, dict)):

@@ -468,6 +468,7 @@ class StoreWriter:
         self.dim: int | None = None
         self.kept_rows = 0
         self.timings: dict[str, float] = {"write": 0.0, "index": 0.0, "commit": 0.0}
+        self.started = time.perf_counter()
         self._last_bucket = -1
         self._id_hashes: list[np.ndarray] = []
         # Each data file is fsynced on a background thread as soon as it is written, so the
@@ -570,11 +571,14 @@ class StoreWriter:
         documents: pl.DataFrame | None = None,
         timings: Mapping[str, float] | None = None,
         counts: Mapping[str, int] | None = None,
+        started: float | None = None,
     ) -> Path:
         """Finish the version and switch ``current`` to it; returns the version directory.
 
         ``documents`` (default: the buckets' document tables, in bucket order) can be given
-        by a caller that holds them whole.
+        by a caller that holds them whole. ``timings``: the caller's stages so far, recorded
+        in the manifest with this writer's own (:func:`manifest_timings`); ``started``: the
+        ``time.perf_counter()`` the job started at (default: this writer's creation).
         """
         assert self.tmp is not None and self.final is not None
         t_commit = time.perf_counter()
@@ -619,11 +623,8 @@ class StoreWriter:
             "config": self.config.to_dict(),
             "embedding": {"dim": self.dim, "model": self.embedding_model},
             "indexes": [b.name for b in self.indexes],
-            # What the caller measured, plus this writer's file writes and index work so far
-            # (the commit itself and the total are known only after the manifest).
-            "timings": {**dict(timings or {}),
-                        "write": float((timings or {}).get("write", 0.0)) + self.timings["write"],
-                        "index": float((timings or {}).get("index", 0.0)) + self.timings["index"]},
+            "timings": manifest_timings(timings, self.timings, t_commit + t_index,
+                                        self.started if started is None else started),
             "inputs": self.inputs,
             "parent": self.previous.get("run_id") if self.previous else None,
             "base": self.run_id,  # the version that wrote the base layer
@@ -640,6 +641,24 @@ class StoreWriter:
         _collect_garbage(self.root, self.final, self.keep_versions)
         self.timings["commit"] += time.perf_counter() - t_commit - t_index
         return self.final
+
+
+def manifest_timings(caller: Mapping[str, float] | None, own: Mapping[str, float],
+                     commit_start: float, started: float) -> Mapping[str, float]:
+    """The manifest's ``timings`` (every key of :data:`arrowdedup.timings.STAGES`): the
+    caller's stages plus a writer's ``own`` (file writes, index work), ``commit`` from
+    ``commit_start`` (a ``perf_counter`` reading, the index finish left out) and ``total``
+    from ``started``, both up to now, the manifest being written."""
+    from ..timings import complete
+
+    now = time.perf_counter()
+    values = dict(caller or {})
+    for key, seconds in own.items():  # its writes, index work and encoding; not the commit
+        if key != "commit":
+            values[key] = float(values.get(key, 0.0)) + seconds
+    values["commit"] = now - commit_start
+    values["total"] = now - started
+    return dict(complete(values))
 
 
 def _check_unique_ids(hashes: list[np.ndarray], tmp: Path) -> None:

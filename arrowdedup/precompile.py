@@ -1,0 +1,398 @@
+"""The ``compile`` stage: the jitted kernels a run will use, loaded from Numba's cache or
+compiled, before the work that uses them, and timed apart from it.
+
+Without it the first run of a process compiles inside whichever stage first calls a kernel:
+the fact scanner's compilation showed as ``extract``, the BM25 tokenizer's as ``index``. Here
+each phase of a job asks, before it starts, for what it will run (:func:`for_extract`,
+:func:`for_partition`, :func:`for_buckets`); each warm-up runs the package's own code on a
+small input that takes the same jitted paths as the run (so the same Numba signatures: the
+real input's own rows and column types, under the run's size hint), and its seconds go to
+``timings["compile"]``. A warm cache makes this the cache load alone.
+
+A run compiles only what it uses: the choices between a jitted kernel and its twin depend on
+sizes (rows of a bucket, rows of the input, text bytes), and each warm-up is sized so that it
+makes the same choices. Two of them are estimated, not known, before the work: the text bytes
+that extraction will hand the fact scanner (the documents' file bytes), and whether a bucket
+holds a group of ``BlockMinSegments`` (or ``LshMinSegments``) rows (its largest document's
+rows). A kernel the estimate misses is compiled where it is first called, inside that stage.
+With the Ray engine the driver compiles into Numba's cache and each worker process loads
+from it on its first bucket, inside that bucket's stages.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import progress
+from .timings import add
+
+if TYPE_CHECKING:
+    from .config import DedupConfig
+    from .job import BucketJob, BucketSource, SourceCache
+
+NOTE = "compiling kernels, first run only"
+STAGE = "compile"
+
+
+def _loaded() -> frozenset[str]:
+    return frozenset(name for name in sys.modules if name.startswith("arrowdedup."))
+
+
+def _timed(timings: dict[str, float], quiet: bool, work: Callable[[], Any]) -> None:
+    """``work`` under the progress note, its seconds added to ``compile``. It runs again
+    while it loads more of the package: a twin is taken over its jitted module only while
+    that module is not loaded yet (:func:`arrowdedup.facts._guard`), so a module that a
+    later step of the warm-up loads changes what an earlier step runs in the job."""
+    start = time.perf_counter()
+    with progress.spinner(NOTE, quiet=quiet):
+        for _ in range(3):
+            before = _loaded()
+            work()
+            if _loaded() <= before:
+                break
+    add(timings, STAGE, time.perf_counter() - start)
+
+
+def _quiet_numpy() -> Any:
+    return np.errstate(all="ignore")
+
+
+# ----------------------------------------------------------------------------- extraction
+
+
+def _file_bytes(paths: Sequence[Path]) -> int:
+    total = 0
+    for path in paths:
+        files: Iterator[Path] = path.rglob("*") if path.is_dir() else iter([path])
+        for f in files:
+            try:
+                if f.is_file():
+                    total += f.stat().st_size
+            except OSError:
+                continue
+    return total
+
+
+def _warm_scanner() -> None:
+    """The fact scanner on one text of more than ``TWIN_MAX_BYTES`` bytes (the jitted scanner,
+    not its twin), with the columns extraction gives it: segment types (table rows, code),
+    languages and inline code terms."""
+    from .facts import TWIN_MAX_BYTES, fact_signatures
+
+    line = 'Version 2.4 of "the API" allows 10 MB/s, not 20; see `retry_policy` at 09:30.\n'
+    texts = [line * (TWIN_MAX_BYTES // len(line) + 1), "Plan: Pro\nPrice: 20 EUR", "x = 1"]
+    fact_signatures(pl.Series("text", texts, dtype=pl.String),
+                    segment_type=pl.Series(["paragraph", "table_row", "code"], dtype=pl.String),
+                    language=pl.Series(["en", "en", "en"], dtype=pl.String),
+                    code_terms=pl.Series([["retry_policy"], [], []],
+                                         dtype=pl.List(pl.String)))
+
+
+def for_extract(paths: Sequence[Path], timings: dict[str, float], *, quiet: bool) -> None:
+    """Before extracting ``paths``: the jitted fact scanner when their bytes exceed what its
+    interpreted twin takes (:data:`arrowdedup.facts.TWIN_MAX_BYTES`)."""
+    from .facts import TWIN_MAX_BYTES
+
+    if "arrowdedup.fact_scan" in sys.modules or _file_bytes(paths) <= TWIN_MAX_BYTES:
+        return
+    _timed(timings, quiet, _warm_scanner)
+
+
+# ----------------------------------------------------------------------------- partitioning
+
+
+def _hash_type(arrow_type: pa.DataType) -> None:
+    from .hashing import JIT_MIN_ROWS, xxh64
+
+    xxh64(pa.array([f"doc-{i}" for i in range(JIT_MIN_ROWS)], type=arrow_type))
+
+
+def _doc_id_types(inputs: Sequence[Path] | Sequence[pa.Table]) -> tuple[int, list[pa.DataType]]:
+    """(rows, doc_id types) of the inputs, from their metadata."""
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    rows, kinds = 0, list[pa.DataType]()
+    for item in inputs:
+        if isinstance(item, pa.Table):
+            rows += item.num_rows
+            schema = item.schema
+        else:
+            try:
+                meta = pq.ParquetFile(item)
+                rows += meta.metadata.num_rows
+                schema = meta.schema_arrow
+            except (pa.ArrowInvalid, OSError):
+                try:
+                    with pa.memory_map(str(item)) as source:
+                        reader = ipc.open_file(source)
+                        rows += sum(reader.get_batch(i).num_rows
+                                    for i in range(reader.num_record_batches))
+                        schema = reader.schema
+                except (pa.ArrowInvalid, OSError):
+                    return rows, kinds  # a stream or unreadable file: the partition reports it
+        index = schema.get_field_index("doc_id")
+        if index >= 0:
+            kinds.append(schema.field(index).type)
+    return rows, kinds
+
+
+def for_partition(inputs: Sequence[Path] | Sequence[pa.Table], timings: dict[str, float], *,
+                  quiet: bool) -> None:
+    """Before the bucket of every row is computed: the jitted XXH64 for a ``doc_id`` column
+    of ``JIT_MIN_ROWS`` rows or more, for each of the inputs' string types."""
+    from .hashing import JIT_MIN_ROWS
+
+    rows, kinds = _doc_id_types(inputs)
+    kinds = [t for t in dict.fromkeys(kinds) if pa.types.is_string(t)
+             or pa.types.is_large_string(t) or pa.types.is_string_view(t)]
+    if rows < JIT_MIN_ROWS or not kinds:
+        return
+    def work() -> None:
+        for kind in kinds:
+            _hash_type(kind)
+
+    _timed(timings, quiet, work)
+
+
+# ----------------------------------------------------------------------------- buckets
+
+
+def _rows_needed(dim: int) -> int:
+    """Rows of a warm-up bucket that reach every row threshold of the kernels' choices."""
+    from .hashing import JIT_MIN_ROWS
+    from .retrieval.tokens import JIT_MIN_TEXTS
+    from .vectors import JIT_MIN_VALUES
+
+    rows = max(JIT_MIN_ROWS, JIT_MIN_TEXTS)
+    return max(rows, math.ceil(JIT_MIN_VALUES / dim)) if dim else rows
+
+
+def _tables_of(source: BucketSource, cache: SourceCache) -> list[pa.Table]:
+    if source.partitioned:
+        return [source.open(f) for f in source.files if f]
+    return [source.table_of(f, cache)[0] for f in source.files]
+
+
+def _bucket_rows(source: BucketSource, cache: SourceCache) -> np.ndarray:
+    """Rows per bucket (the bucket ids of unpartitioned inputs are computed into ``cache``
+    unless there already, where the run reads them)."""
+    from .job import _bucket_ids
+
+    counts = np.zeros(source.buckets, dtype=np.int64)
+    if source.partitioned:
+        for b, f in enumerate(source.files):
+            if f:
+                counts[b] = source.open(f).num_rows
+        return counts
+    for f in source.files:
+        ids = cache.ids.get(f)
+        if ids is None:
+            ids = cache.ids[f] = _bucket_ids(source.table_of(f, cache)[0], source.buckets)
+        counts += np.bincount(ids, minlength=source.buckets)
+    return counts
+
+
+def _head(tables: list[pa.Table], rows: int) -> pa.Table:
+    parts, left = [], rows
+    for t in tables:
+        if left <= 0:
+            break
+        part = t.slice(0, left)
+        parts.append(part)
+        left -= part.num_rows
+    head = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    return head.combine_chunks()
+
+
+def _largest_document(tables: list[pa.Table]) -> int:
+    counts: dict[Any, int] = {}
+    for t in tables:
+        if "doc_id" not in t.column_names or t.num_rows == 0:
+            continue
+        vc = pc.value_counts(t.column("doc_id"))
+        for value, count in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(),
+                                strict=True):
+            counts[value] = counts.get(value, 0) + count
+    return max(counts.values(), default=0)
+
+
+def _one_group(head: pa.Table) -> pa.Table:
+    """``head`` as one document of one segment type (one group of all its rows)."""
+    first = pa.array(np.zeros(head.num_rows, dtype=np.int64))
+    for name in ("doc_id", "segment_type", "language"):
+        if name in head.column_names:
+            i = head.column_names.index(name)
+            head = head.set_column(i, head.field(i), head.column(i).take(first))
+    return head
+
+
+def _warm_bucket(table: pa.Table, total_rows: int, job: BucketJob) -> None:
+    """One bucket through the worker's path (ingest, encoding, the index builders' parts and
+    finish), its output dropped. An input the run will refuse is left to the run to refuse,
+    with its own rows named."""
+    import dataclasses
+
+    from .errors import ArrowDedupError
+    from .job import BucketSource, process_bucket
+
+    cfg = job.config
+    silent = dataclasses.replace(cfg, analytics=dataclasses.replace(
+        cfg.analytics, enable_logging=False))
+    job = dataclasses.replace(job, config=silent)
+    source = BucketSource(("mem:0",), 1, False, total_rows, (table,))
+    try:
+        done = process_bucket(source, 0, job)
+    except ArrowDedupError:
+        return
+    tokens = sys.modules.get("arrowdedup.retrieval._tokens_jit")
+    if tokens is not None:
+        tokens.load_growth()
+    if done is None:
+        return
+    from .retrieval.bm25 import Bm25Builder
+
+    # Only the package's own index is finished here: another builder's finish may do more
+    # than compute (a hook's does).
+    builders = [Bm25Builder() for b in job.indexes if isinstance(b, Bm25Builder)]
+    for builder in builders:
+        builder.add(done[0].index_parts.get(builder.name), done[0].kept_rows)
+    if builders:
+        from .ingest import numba_threads
+
+        with tempfile.TemporaryDirectory(prefix="arrowdedup-compile-") as tmp, \
+                numba_threads(job.threads):
+            for builder in builders:
+                builder.finish(Path(tmp))
+
+
+def _uses_jit(rows: int, total_rows: int, dim: int, text_bytes: int, job: BucketJob) -> bool:
+    """Whether a bucket of ``rows`` rows (of an input of ``total_rows``) runs any jitted
+    kernel; False keeps a small run from loading Numba at all."""
+    from .facts import TWIN_MAX_BYTES
+    from .hashing import JIT_MIN_ROWS
+    from .ingest import SMALL_INPUT_ROWS
+    from .retrieval.tokens import JIT_MIN_TEXTS
+    from .vectors import JIT_MIN_VALUES
+
+    return (max(rows, total_rows) >= SMALL_INPUT_ROWS or rows >= JIT_MIN_ROWS
+            or rows * dim >= JIT_MIN_VALUES or (bool(job.indexes) and rows >= JIT_MIN_TEXTS)
+            or text_bytes > TWIN_MAX_BYTES or "numba" in sys.modules)
+
+
+def _dim(table: pa.Table) -> int:
+    if "embedding" not in table.column_names:
+        return 0
+    column = table.column("embedding")
+    kind = column.type
+    if pa.types.is_fixed_size_list(kind):
+        return int(kind.list_size)
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
+        return 0
+    lengths = pc.list_value_length(column).drop_null()
+    return int(lengths[0].as_py()) if len(lengths) else 0
+
+
+def _text_bytes(table: pa.Table) -> int:
+    if "text" not in table.column_names:
+        return 0
+    try:
+        return int(pc.sum(pc.binary_length(table.column("text"))).as_py() or 0)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not text: the run refuses it
+        return 0
+
+
+def for_buckets(source: BucketSource, cache: SourceCache, job: BucketJob,
+                timings: dict[str, float], *, quiet: bool) -> None:
+    """Before the pass over the buckets: what the largest bucket will run, by running a
+    bucket of its size (at most :func:`_rows_needed` rows) made of the input's first rows
+    through the same path, plus the blocked (or LSH) kernel when a document reaches
+    ``BlockMinSegments`` (``LshMinSegments`` in LSH mode)."""
+    tables = [t for t in _tables_of(source, cache) if t.num_rows]
+    if not tables:
+        return
+    largest = int(_bucket_rows(source, cache).max())
+    dim = _dim(tables[0])
+    rows = min(largest, _rows_needed(dim))
+    head = _head(tables, rows)
+    if not _uses_jit(rows, source.total_rows, dim, _text_bytes(head), job):
+        return
+    paths = [f for f in source.files if f and not f.startswith("mem:")]
+
+    def work() -> None:
+        from .job import BucketJob
+
+        with _quiet_numpy():
+            _warm_bucket(head, source.total_rows, job)
+            if paths:
+                _warm_mapped_read(source, paths[0], cache)
+            groups = _group_warm_up(tables, largest, job.config)
+            if groups is not None:
+                bare = BucketJob(job.config, job.threads, (), job.scorer)
+                _warm_bucket(groups, source.total_rows, bare)
+
+    _timed(timings, quiet, work)
+
+
+def _group_warm_up(tables: list[pa.Table], largest: int, cfg: DedupConfig) -> pa.Table | None:
+    from .config import Mode
+
+    ing = cfg.ingestion
+    if not ing.enabled:
+        return None
+    need = ing.block_min_segments
+    if ing.mode is Mode.LSH:
+        need = min(need, ing.lsh_min_segments)
+    if largest < need:
+        return None
+    biggest = _largest_document(tables)
+    if biggest < need:
+        return None
+    rows = ing.lsh_min_segments if ing.mode is Mode.LSH and biggest >= ing.lsh_min_segments \
+        else need
+    return _one_group(_head(tables, rows))
+
+
+def _warm_mapped_read(source: BucketSource, path: str, cache: SourceCache) -> None:
+    """The ``pread`` of a memory-mapped input's embeddings (a bucket's rows of an IPC file)."""
+    from .job import _gather_mapped
+
+    table, base, size = source.table_of(path, cache)
+    if size and table.num_rows > 1:
+        _gather_mapped(path, table, np.array([0], dtype=np.int64), base, size)
+
+
+def for_update(frame: pl.DataFrame, total_rows: int, cfg: DedupConfig, threads: int | None,
+               timings: dict[str, float], *, quiet: bool) -> None:
+    """Before an update ingests ``frame`` (its new and changed documents) as one bucket."""
+    from .job import BucketJob, default_indexes
+
+    if frame.height == 0:
+        return
+    job = BucketJob(cfg, threads, tuple(default_indexes()))
+    table = frame.to_arrow()
+    dim = _dim(table)
+    rows = min(frame.height, _rows_needed(dim))
+    head = _head([table], rows)
+    if not _uses_jit(rows, total_rows, dim, _text_bytes(head), job):
+        return
+
+    def work() -> None:
+        with _quiet_numpy():
+            _warm_bucket(head, total_rows, job)
+            groups = _group_warm_up([table], frame.height, cfg)
+            if groups is not None:
+                _warm_bucket(groups, total_rows, BucketJob(cfg, threads, ()))
+
+    _timed(timings, quiet, work)

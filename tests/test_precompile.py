@@ -1,0 +1,112 @@
+"""The compile stage (arrowdedup.precompile): a run loads or compiles its jitted kernels up
+front, in ``compile``, and none later inside another stage; a small run loads none."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import M2V_MODEL
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Run in a fresh process: every jitted function's overloads (compiled, or loaded from the
+# cache) are listed after each warm-up of the compile stage and at the end of the run; an
+# overload that appears outside a warm-up was compiled or loaded inside another stage.
+PROBE = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import polars as pl
+    from arrowdedup import precompile
+
+    def overloads():
+        if "numba" not in sys.modules:
+            return set()
+        from numba.core.dispatcher import Dispatcher
+        out = set()
+        for name, mod in list(sys.modules.items()):
+            if not name.startswith("arrowdedup") or mod is None:
+                continue
+            for attr, value in list(vars(mod).items()):
+                if isinstance(value, Dispatcher):
+                    out.update((name, attr, str(sig)) for sig in value.overloads)
+        return out
+
+    warmed = set()
+    timed = precompile._timed
+
+    def spying(timings, quiet, work):
+        def wrapped():
+            work()
+            warmed.update(overloads())
+        timed(timings, quiet, wrapped)
+
+    precompile._timed = spying
+    kind, out, arg = sys.argv[1], sys.argv[2], sys.argv[3]
+    from arrowdedup import ingest_to_store, update_store
+    if kind == "table":
+        rng = np.random.default_rng(0)
+        n = int(arg)
+        big = 3200 if n > 3200 else 0
+        docs = ["big"] * big + [f"d{i // 20}" for i in range(n - big)]
+        frame = pl.DataFrame({
+            "doc_id": docs, "segment_id": [f"s{i}" for i in range(n)],
+            "text": [f"segment {i % 997} of document {d} says {i} things" for i, d in
+                     enumerate(docs)],
+            "segment_type": ["paragraph"] * n,
+            "position": pl.Series(range(n), dtype=pl.Int32),
+            "embedding": pl.Series(rng.standard_normal((n, 32)).astype(np.float32)),
+        })
+        result = ingest_to_store(frame, out, buckets=2, quiet=True)
+        changed = frame.with_columns(pl.when(pl.col("doc_id") == "d3")
+                                     .then(pl.col("text") + " changed")
+                                     .otherwise(pl.col("text")).alias("text"))
+        update_store(out, changed)
+    else:
+        result = ingest_to_store(arg, out, embedder=f"model2vec:{sys.argv[4]}", quiet=True)
+    loaded = "numba" in sys.modules
+    stray = sorted(overloads() - warmed)
+    print(json.dumps({"stray": stray, "numba": loaded,
+                      "compile": result.timings["compile"]}))
+""")
+
+
+def probe(*args: str) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False, timeout=3000)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_no_kernel_is_compiled_inside_another_stage(tmp_path: Path) -> None:
+    # 6000 rows in 2 buckets: jitted hashing, plan, kernels (with the blocked kernel for a
+    # document of 3200 rows), vectors and the BM25 tokenizer; then an update.
+    out = probe("table", str(tmp_path / "s"), "6000")
+    assert out["numba"] and out["stray"] == [], out["stray"]
+    assert isinstance(out["compile"], float) and out["compile"] > 0
+
+
+def test_a_small_run_loads_no_kernel(tmp_path: Path) -> None:
+    out = probe("table", str(tmp_path / "s"), "60")
+    assert out == {"stray": [], "numba": False, "compile": 0.0}
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "a.md").write_text("# Keys\n\nKeys rotate every 90 days.\n")
+    if not M2V_MODEL.is_dir():
+        pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
+    out = probe("docs", str(tmp_path / "d"), str(small), str(M2V_MODEL))
+    assert out == {"stray": [], "numba": False, "compile": 0.0}
+
+
+def test_the_sample_docs_compile_before_the_work(tmp_path: Path) -> None:
+    if not M2V_MODEL.is_dir():
+        pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
+    out = probe("docs", str(tmp_path / "d"), str(ROOT / "data" / "sample"), str(M2V_MODEL))
+    assert out["stray"] == [], out["stray"]
