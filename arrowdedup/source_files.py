@@ -28,10 +28,11 @@ def content_hash(path: Path) -> str:
     return str(h.hexdigest())
 
 
-def _files(paths: Sequence[Path], root: str | Path | None) -> list[Any]:
+def _files(paths: Sequence[Path], root: str | Path | None,
+           follow_external_symlinks: bool = False) -> list[Any]:
     from .extract.core import _discover
 
-    return _discover(list(paths), root)
+    return _discover(list(paths), root, follow_external_symlinks=follow_external_symlinks)
 
 
 def _stat(file: Any) -> dict[str, Any]:
@@ -74,12 +75,13 @@ class FileSplit:
 
 
 def split_files(paths: Sequence[Path], root: str | Path | None,
-                recorded: Mapping[str, Mapping[str, Any]], live_ids: set[str]) -> FileSplit:
+                recorded: Mapping[str, Mapping[str, Any]], live_ids: set[str],
+                follow_external_symlinks: bool = False) -> FileSplit:
     changed: dict[str, list[Path]] = {}
     unchanged_ids: set[str] = set()
     unchanged: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
-    for file in _files(paths, root):
+    for file in _files(paths, root, follow_external_symlinks):
         key = str(file.absolute)
         seen.add(key)
         old = recorded.get(key)

@@ -47,6 +47,7 @@ from .store.writer import parquet_bytes
 
 if TYPE_CHECKING:
     from .embed import Embedder
+    from .extract.limits import ExtractLimits
     from .salience import SalienceScorer
 
 __all__ = ["Plan", "PruneResult", "compact_store", "delete_documents", "prune", "update_store"]
@@ -189,7 +190,8 @@ def _changed_files_table(
 
     live = set(store.documents().select(pl.col("doc_id").cast(pl.String)).collect()
                .get_column("doc_id").to_list())
-    split = split_files(paths, extract.get("root"), recorded, live)
+    split = split_files(paths, extract.get("root"), recorded, live,
+                        bool(extract.get("follow_external_symlinks")))
     frames: list[pl.DataFrame] = []
     records = {k: dict(v) for k, v in recorded.items() if k not in split.seen}
     records.update(split.unchanged)
@@ -277,10 +279,13 @@ def update_store(
     scorer: SalienceScorer | None = None,
     keep_versions: int = KEEP_VERSIONS,
     quiet: bool = True,
+    extract_limits: ExtractLimits | None = None,
+    follow_external_symlinks: bool = False,
 ) -> JobResult:
     """Bring ``inputs`` into the store as one delta version (see the module); ``config``
     defaults to the store's own. Refuses (naming ``--replace``) a store written before
-    deltas, and a config, embedder or extraction options other than the store's."""
+    deltas, and a config, embedder or extraction options other than the store's.
+    ``extract_limits`` and ``follow_external_symlinks`` as for ``ingest_to_store``."""
     from .ingest import ingest, numba_threads
     from .vectors import input_rows
 
@@ -300,7 +305,8 @@ def update_store(
     t = time.perf_counter()
     table, model, extra = _input_table(
         current, inputs, timings, embedder=embedder, quiet=quiet,
-        extract={**extract, "root": root})
+        extract={**extract, "root": root, "limits": extract_limits,
+                 "follow_external_symlinks": follow_external_symlinks})
     check_same_rules(current, cfg, model=model or embedding_model, extract_options=None)
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)

@@ -305,10 +305,11 @@ def extract_documents(
     tick = time.perf_counter()
     documents = [f for f in files if f.fmt in _PARSERS and f.problem is None]
     parsed = _parse_all(documents, workers)
-    tables = [f for f in files if (f.fmt in SHEET_FORMATS or f.fmt in ("csv", "tsv"))
-              and f.problem is None]
+    table_files = [f for f in files if (f.fmt in SHEET_FORMATS or f.fmt in ("csv", "tsv"))
+                   and f.problem is None]
     read, tables_read = _read_isolated(
-        [f for f in files if f.fmt == "pdf" and f.problem is None], tables, workers, limits,
+        [f for f in files if f.fmt == "pdf" and f.problem is None], table_files, workers,
+        limits,
         {"key_columns": keys, "detect_keys": detect_keys})
     parsed.update(read)
     timings["parse"] = time.perf_counter() - tick
@@ -664,6 +665,10 @@ def _parse_in_subprocesses(
 _WORKER = (
     # The parent handles Ctrl-C (and kills its workers): a worker must not print a traceback.
     "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    # And a worker dies with its parent (PR_SET_PDEATHSIG, Linux).
+    "import sys\nif sys.platform.startswith('linux'):\n"
+    " try:\n  import ctypes; ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    " except Exception:\n  pass\n"
     "import pickle, sys; from arrowdedup.extract.core import _parse_one; "
     "tasks = pickle.load(sys.stdin.buffer); "
     "pickle.dump([_parse_one(t) for t in tasks], sys.stdout.buffer, pickle.HIGHEST_PROTOCOL)"
