@@ -241,7 +241,9 @@ def test_an_allocation_failure_is_reported_as_memory(tmp_path):
 
 
 _SLOW_RUN = """
-import sys, time
+import signal, sys, time
+# As in a terminal (a background job of a shell starts with SIGINT ignored).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {root!r})
 from arrowdedup.extract.isolated import parse_isolated
 print("started", flush=True)

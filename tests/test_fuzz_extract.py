@@ -200,7 +200,7 @@ def _markdown_cases(folder: Path, rng: random.Random) -> set[str]:
         + "".join(f"b{i}: &b{i} [*{'a' if i == 0 else f'b{i - 1}'}, "
                   f"*{'a' if i == 0 else f'b{i - 1}'}]\n" for i in range(30))
         + "---\n\n# Body\n",
-        "control.md": "# T\n\n\x1b]0;title\x07\x1b[2J text\n",
+        "control.md": "# T\n\n\x1b]0;title\x07\x1b[2J text\n" + "Plain words. " * 50 + "\n",
         "html-heavy.md": "<div>" * 5000 + "x" + "</div>" * 5000 + "\n",
     }
     for name, data in cases.items():

@@ -313,7 +313,10 @@ def run_isolated(tasks: Sequence[Task], workers: int,
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
+            # In slices: a signal may land on a driving thread, and a join without a timeout
+            # would then never return to run the main thread's handler (Ctrl-C).
+            while t.is_alive():
+                t.join(0.2)
     except BaseException:  # Ctrl-C or any end of the run: no worker outlives it
         stop.set()
         with lock:

@@ -40,7 +40,8 @@ _RID = re.compile(rb"\s[\w.-]*:?id=\"([^\"]+)\"")
 _NAME = re.compile(rb"\sname=\"([^\"]*)\"")
 _SHARED_REF = re.compile(rb't="s"[^>]*>\s*<v>\s*([0-9]{1,12})\s*<')
 _SMALL = 16 << 20  # the workbook and its relations: bigger is not a workbook we read
-_ODS_ROW = re.compile(rb"<table:table-row\b([^>]*?)(?:/>|>(.*?)</table:table-row>)", re.DOTALL)
+_ODS_ROW = re.compile(rb"<table:table-row(?=[\s/>])([^>]*?)(?:/>|>(.*?)</table:table-row>)",
+                      re.DOTALL)
 _ODS_CELL = re.compile(rb"<table:(?:covered-)?table-cell\b([^>]*?)(?:/>|>(.*?)"
                        rb"</table:(?:covered-)?table-cell>)", re.DOTALL)
 _ODS_REPEAT_COLS = re.compile(rb"table:number-columns-repeated=\"([0-9]{1,12})\"")
@@ -299,11 +300,13 @@ def _scan_ods(z: zipfile.ZipFile, tally: _Tally) -> None:
                 if last:
                     height = row_index + repeat
                     width = max(width, last)
-                    tally.add_text(repeat * text)
                 row_index += repeat
-                if height * width > limits.max_cells or width > limits.max_columns \
-                        or tally.problem:
+                if height * width > limits.max_cells or width > limits.max_columns:
                     tally.sheet(str(sheet + 1), height, width)
+                    return
+                if last:
+                    tally.add_text(repeat * text)
+                if tally.problem:
                     return
     if height:
         tally.sheet(str(sheet + 1), height, width)
