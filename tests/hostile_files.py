@@ -148,8 +148,9 @@ def run_measured(cmd: Sequence[str], *, timeout: float, env: dict[str, str] | No
                  cwd: str | Path | None = None, kill_above: int = 0,
                  ) -> tuple[subprocess.CompletedProcess[str], int, float]:
     """Run ``cmd``; its result, the peak RSS of its process tree (bytes, polled every 50 ms)
-    and the wall time in seconds. ``kill_above``: kill the tree past this many bytes (the
-    machine's safety, for measuring code without bounds); 0: never."""
+    and the wall time in seconds. Past ``timeout`` seconds, or ``kill_above`` bytes (the
+    machine's safety, for measuring code without bounds; 0: no limit), the tree is killed
+    (return code -9)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, cwd=cwd, start_new_session=True)
@@ -168,7 +169,11 @@ def run_measured(cmd: Sequence[str], *, timeout: float, env: dict[str, str] | No
     watcher = threading.Thread(target=poll, daemon=True)
     watcher.start()
     try:
-        out, err = proc.communicate(timeout=timeout)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            out, err = proc.communicate()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
