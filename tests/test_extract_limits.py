@@ -80,6 +80,16 @@ def test_shared_strings_count_once_per_cell(tmp_path):
         extract(tmp_path / "bomb.xlsx", limits=small)
 
 
+def test_markup_that_expands_without_text_is_bounded(tmp_path):
+    # One attribute of 80 MB compresses to 80 KB: no text, no cells, only time.
+    write_xlsx(tmp_path / "attr.xlsx", ['<row r="1"><c r="A1" x="' + "a" * (80 << 20)
+                                        + '"><v>1</v></c></row>'])
+    problem = scan_workbook(tmp_path / "attr.xlsx", "attr.xlsx", "xlsx",
+                            ExtractLimits(max_text_bytes=4 << 20))
+    assert problem is not None and "more than 64 MB of XML" in problem
+    assert "--max-text-mb" in problem
+
+
 def test_a_workbook_within_the_limits_reads_as_before(tmp_path):
     table_xlsx(tmp_path / "t.xlsx", rows=30, columns=6)
     frame = extract(tmp_path / "t.xlsx")

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 
 _MB = 1 << 20
 
-#: Limit name -> (CLI option, unit shown in messages); the option raises the limit.
+#: Limit name -> the CLI option that sets it.
 OPTIONS: dict[str, str] = {
     "max_cells": "--max-cells",
     "max_columns": "--max-columns",

@@ -10,7 +10,9 @@ materialised. The sheet's declared ``<dimension>`` is not trusted: the reader ig
 so does the scan.
 
 xlsx/xlsm (OOXML) and ods (ODF) are scanned; xls (a binary format) is bounded by the worker's
-memory and time limits and by the check of the frame read (:func:`frame_problem`).
+memory and time limits and by the check of the tables read
+(:func:`.table_worker.frame_problem`). The XML itself may expand to at most
+``XML_PER_TEXT`` times the text limit (a zip bomb of markup holds no text but takes time).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from .limits import ExtractLimits, mb, over_limit
 
 _CHUNK = 4 << 20
+XML_PER_TEXT = 16  # bytes of sheet XML allowed per byte of the text limit
 _PREFIX = rb"(?:[A-Za-z_][\w.-]*:)?"  # a namespace prefix (<x:si>), as some writers emit
 _ROOT_PREFIX = re.compile(rb"<([A-Za-z_][\w.-]*:)?worksheet\b")
 _SHARED_ITEM = re.compile(rb"<" + _PREFIX + rb"si(?:\s[^>]*)?(?:/>|>(.*?)</" + _PREFIX + rb"si>)",
@@ -57,7 +60,17 @@ class _Tally:
         self.limits = limits
         self.cells = 0
         self.text = 0
+        self.xml = 0
         self.problem: str | None = None
+
+    def add_xml(self, n: int) -> None:
+        self.xml += n
+        bound = XML_PER_TEXT * self.limits.max_text_bytes
+        if not self.problem and self.xml > bound:
+            self.problem = over_limit(
+                self.display, f"its sheets expand to more than {mb(bound)} of XML "
+                f"({XML_PER_TEXT} × the text limit)", "max_text_bytes",
+                mb(self.limits.max_text_bytes))
 
     def sheet(self, name: str, rows: int, columns: int) -> None:
         if self.problem:
@@ -255,6 +268,7 @@ def _scan_sheet(z: zipfile.ZipFile, part: str, name: str, lengths: np.ndarray,
                 letters.update(map(operator.itemgetter(0), refs))
                 numbers = [int(n) for n in set(map(operator.itemgetter(1), refs))]
                 low_row, high_row = min(low_row, min(numbers)), max(high_row, max(numbers))
+            tally.add_xml(len(chunk))
             a = np.frombuffer(chunk, np.uint8)
             tally.add_text(_text_between_tags(a) + _shared_text(chunk, shared, lengths))
             columns = {_column_number(c) for c in letters}
@@ -280,6 +294,9 @@ def _scan_ods(z: zipfile.ZipFile, tally: _Tally) -> None:
     limits = tally.limits
     with z.open("content.xml") as stream:
         for chunk in _chunks(stream, (b"</table:table-row>", b"</table:table>")):
+            tally.add_xml(len(chunk))
+            if tally.problem:
+                return
             events = sorted([(m.start(), m) for m in _ODS_ROW.finditer(chunk)]
                             + [(m.start(), None) for m in _ODS_TABLE_END.finditer(chunk)],
                             key=lambda e: e[0])
