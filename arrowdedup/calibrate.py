@@ -237,7 +237,9 @@ def read_pair_file(path: str | Path) -> pl.DataFrame:
         raise InputError(f"pair file {p} does not exist; pass a TSV with two text columns")
     separator = "," if p.suffix.lower() == ".csv" else "\t"
     try:
-        return pl.read_csv(p, separator=separator, quote_char=None, infer_schema_length=0)
+        # glob=False: a file name holding "[" or "*" is a name, not a pattern.
+        return pl.read_csv(p, separator=separator, quote_char=None, infer_schema_length=0,
+                           glob=False)
     except pl.exceptions.PolarsError as err:
         raise InputError(f"cannot read the pair file {p}: {err}") from err
 

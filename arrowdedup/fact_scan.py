@@ -13,6 +13,21 @@ the lower-cased word in sorted tables built once in Python.
 The chunk loop also finds the quoted spans (no pass of their own), a piece's character
 statistics are counted while its extent is found, and a row's facts are
 sorted and made unique as the row ends, so the scan writes the CSR signature column itself.
+
+The scan is a chain of small jitted functions, each compiled and cached on its own, so that
+a rule change recompiles one handler of a few dozen lines instead of one function of
+hundreds: :func:`_scan` loops over rows; :func:`_row` walks a row's chunks
+(:func:`_chunk_end` finds a chunk's end and its quoted spans, :func:`_quoted_at`;
+:func:`_strip` its wrapping punctuation); :func:`_pieces` splits a chunk into pieces
+(:func:`_piece_extent`), takes the common plain word on a fast path (:func:`_plain_word`)
+and hands any other piece to the handler of its kind: :func:`_wide_piece` (list words,
+:func:`_wide_negation`, :func:`_wide_terms`), :func:`_narrow_piece` (URLs, flags, paths,
+identifiers), :func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) and
+:func:`_word_piece` (list words, acronyms, names, :func:`_hyphen_parts`, negation by affix);
+:func:`_settle` then writes the piece's own fact and settles a number waiting for its unit.
+The handlers share the row's state in one small array (``ST_*``) and take the word tables,
+the unit tables and the wide negations as three tuples. Only leaf helpers of a few lines are
+``inline="always"`` (``tests/test_fact_scan.py`` holds both bounds).
 """
 
 from __future__ import annotations
@@ -301,7 +316,7 @@ def _is_one(data: np.ndarray, s: int, e: int) -> bool:
         (data[s + 2] | 32) == 101
 
 
-@numba.njit(inline="always")
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _hyphen_parts(data: np.ndarray, s: int, e: int, out: np.ndarray, n_out: int,
                   scratch: np.ndarray, word_keys: np.ndarray, word_values: np.ndarray,
                   word_filter: np.ndarray) -> int:
@@ -392,7 +407,7 @@ def _quoted_at(data: np.ndarray, i: int, e: int, out: np.ndarray, n_out: int,
     """A backticked or quoted span opening at byte ``i`` (a code point for which
     :func:`_opens_quote` holds) of a row ending at ``e``: its content is one identifier.
     Returns (fact count, byte after the closing quote), or (fact count, -1) without a close
-    in reach. Spans do not nest: the chunk loop of :func:`_scan` looks for the next opener from
+    in reach. Spans do not nest: the chunk loop of :func:`_chunk_end` looks for the next opener from
     the byte after a close."""
     cp, ln = _decode(data, i, e)
     close = -1
@@ -565,40 +580,739 @@ def _sort_unique(out: np.ndarray, lo: int, hi: int) -> int:
     return w
 
 
+# The row state the handlers share, one int64 array per scanning thread: a number in
+# ``num_buf`` waiting for a unit word (its length, or -1, and its kind), the Title Case counts,
+# the row's language flags, and whether the next chunk starts a sentence. Flags passed as
+# arguments instead would reach a handler as the literal ``True`` of their first assignment
+# while Numba infers the caller's types, and Numba would compile the handler twice, once for
+# that literal.
+(ST_PEND_NUM, ST_PEND_KIND, ST_TITLE_WORDS, ST_LOWER_WORDS, ST_COMMA, ST_NOUNS,
+ ST_SENTENCE_START) = range(7)
+ST_SIZE = 7
+
+# A narrow piece's character statistics, as :func:`_piece_extent` returns them (one tuple).
+(S_UPPER, S_LOWER, S_DIGIT, S_ALPHA, S_CHARS, S_UPPER_AFTER_LOWER, S_LEAD_UPPER, S_US, S_DOT,
+ S_SLASH, S_DASH, S_FIRST, S_SECOND, S_THIRD) = range(14)
+
+
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _scan(
-    offsets: np.ndarray,
-    data: np.ndarray,
-    code: np.ndarray,
-    comma: np.ndarray,
-    nouns: np.ndarray,
-    first: int,
-    out: np.ndarray,
-    ends: np.ndarray,
-    n_out: int,
-    scratch: np.ndarray,
-    num_buf: np.ndarray,
-    parse_buf: np.ndarray,
-    unit_buf: np.ndarray,
-    word_keys: np.ndarray,
-    word_values: np.ndarray,
-    unit_keys: np.ndarray,
-    unit_index: np.ndarray,
-    unit_offsets: np.ndarray,
-    unit_bytes: np.ndarray,
-    wide_neg: np.ndarray,
-    wide_neg_offsets: np.ndarray,
-    word_filter: np.ndarray,
-) -> tuple[int, int]:
+def _chunk_end(data: np.ndarray, i: int, e: int, quote_from: int, out: np.ndarray, n_out: int,
+               scratch: np.ndarray) -> tuple[int, int, int]:
+    """The end of the chunk from byte ``i`` (the next white space), with the facts of the
+    quoted spans that open in it at or after ``quote_from``. Returns (chunk end, fact count,
+    where quoted spans are looked for next)."""
+    while i < e:
+        b0 = data[i]
+        if b0 < 0x80:
+            t = _CHUNK[b0]
+            if t == 0:
+                i += 1
+                continue
+            if t == 1:
+                break
+            if i >= quote_from:
+                n_out, after = _quoted_at(data, i, e, out, n_out, scratch)
+                if after >= 0:
+                    quote_from = after
+            i += 1
+            continue
+        cp, ln = _decode(data, i, e)
+        if _cls(cp) == C_SPACE:
+            break
+        if i >= quote_from and _opens_quote(cp):
+            n_out, after = _quoted_at(data, i, e, out, n_out, scratch)
+            if after >= 0:
+                quote_from = after
+        i += ln
+    return i, n_out, quote_from
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _strip(data: np.ndarray, cs: int, ce: int) -> tuple[int, int, bool, bool]:
+    """Chunk ``[cs, ce)`` without its wrapping punctuation (never a leading '-': flags and
+    negative numbers). Returns (start, end, whether a stripped mark ends a sentence, whether
+    the chunk's number follows a "$": an amount, never a version). Most chunks begin and end
+    with an ASCII letter or digit: that ends a strip loop before any decoding."""
+    ends_sentence = False
+    money = False
+    while cs < ce:
+        b0 = int(data[cs])
+        if b0 < 0x80:
+            c = int(_ASCII[b0])
+            if c == C_LETTER or c == C_DIGIT:
+                break
+            cp, ln = b0, 1
+        else:
+            cp, ln = _decode(data, cs, ce)
+            c = _cls(cp)
+        if _sign_before_digit(cp, data, cs, ce):
+            money = cp == 36
+            cs += 1
+            continue
+        if (c == C_PUNCT or c == C_APOS) and cp != 45 and cp != 46 and cp != 47 \
+                and cp != 126 and cp != 36 and cp != 64 and cp != 35:
+            cs += ln
+        else:
+            break
+    while ce > cs:
+        b = ce - 1
+        b0 = int(data[b])
+        if b0 < 0x80:
+            c = int(_ASCII[b0])
+            if c == C_LETTER or c == C_DIGIT:
+                break
+            cp = b0
+        else:
+            # Step back one code point.
+            while b > cs and (int(data[b]) & 0xC0) == 0x80:
+                b -= 1
+            cp, ln = _decode(data, b, ce)
+            c = _cls(cp)
+        if (c == C_PUNCT or c == C_APOS) and cp != 47 and cp != 37 and cp != 45:
+            if cp == 46 or cp == 33 or cp == 63 or cp == 58 or cp == 59 or cp == 0x3002:
+                ends_sentence = True
+            ce = b
+        else:
+            break
+    return cs, ce, ends_sentence, money
+
+
+@numba.njit(inline="always")
+def _is_marker(data: np.ndarray, cs: int, ce: int) -> bool:
+    """Markdown markers, which keep the sentence start: '#', '>', '*', '-', '+', '|' runs."""
+    for k in range(cs, ce):
+        b0 = int(data[k])
+        if not (b0 == 35 or b0 == 62 or b0 == 42 or b0 == 45 or b0 == 43 or b0 == 124):
+            return False
+    return True
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _piece_extent(data: np.ndarray, p: int, ce: int, wide: bool
+                  ) -> tuple[int, tuple[int, ...]]:
+    """The end of the piece from byte ``p`` of a chunk ending at ``ce`` and, for a narrow
+    piece, its character statistics (positions ``S_*``), counted as its extent is found. A
+    wide piece ends at any other class (wide punctuation is C_PUNCT), a narrow one at '=' or
+    a wide character."""
+    n_upper = 0
+    n_lower = 0
+    n_digit = 0
+    n_alpha = 0
+    n_chars = 0
+    upper_after_lower = False
+    lead_upper = 0
+    still_lead = True
+    has_us = False
+    has_dot = False
+    has_slash = False
+    has_dash = False
+    prev_lower = False
+    first_cp = -1
+    second_cp = -1
+    third_cp = -1
+    if wide:
+        while p < ce:
+            cp, ln = _decode(data, p, ce)
+            if _cls(cp) != C_WIDE:
+                break
+            p += ln
+    while not wide and p < ce:
+        b0 = data[p]
+        if b0 < 0x80:
+            cq = int(b0)
+            if 97 <= cq <= 122:
+                # A lowercase letter, most bytes of a text: tested first.
+                first_cp, second_cp, third_cp = _leading(
+                    n_chars, cq, first_cp, second_cp, third_cp)
+                n_chars += 1
+                n_alpha += 1
+                n_lower += 1
+                prev_lower = True
+                still_lead = False
+                p += 1
+                continue
+            if cq == 61:
+                break
+            first_cp, second_cp, third_cp = _leading(
+                n_chars, cq, first_cp, second_cp, third_cp)
+            n_chars += 1
+            c = _ASCII[cq]
+            if c == C_LETTER:
+                n_alpha += 1
+                n_upper += 1  # the lowercase letters were taken above
+                if prev_lower:
+                    upper_after_lower = True
+                if still_lead:
+                    lead_upper += 1
+                prev_lower = False
+            elif c == C_DIGIT:
+                n_digit += 1
+                prev_lower = False
+                still_lead = False
+            else:
+                still_lead = False
+                prev_lower = False
+                if cq == 95:
+                    has_us = True
+                elif cq == 46:
+                    has_dot = True
+                elif cq == 47:
+                    has_slash = True
+                elif cq == 45:
+                    has_dash = True
+            p += 1
+            continue
+        # A character of two or more bytes: never white space ('=', digits, '_', '.' and '/'
+        # are ASCII), and a wide one ends the piece.
+        cq, lq = _decode(data, p, ce)
+        c = _cls(cq)
+        if c == C_WIDE:
+            break
+        first_cp, second_cp, third_cp = _leading(n_chars, cq, first_cp, second_cp, third_cp)
+        n_chars += 1
+        if c == C_LETTER:
+            n_alpha += 1
+            if _is_upper(cq):
+                n_upper += 1
+                if prev_lower:
+                    upper_after_lower = True
+                if still_lead:
+                    lead_upper += 1
+                prev_lower = False
+            else:
+                if _is_lower(cq):
+                    n_lower += 1
+                prev_lower = True
+                still_lead = False
+        else:
+            still_lead = False
+            prev_lower = False
+        p += lq
+    return p, (n_upper, n_lower, n_digit, n_alpha, n_chars, int(upper_after_lower), lead_upper,
+               int(has_us), int(has_dot), int(has_slash), int(has_dash), first_cp, second_cp,
+               third_cp)
+
+
+@numba.njit(inline="always")
+def _write_not(scratch: np.ndarray) -> int:
+    """A negation's normalised form, "not", in ``scratch``; its length."""
+    scratch[0] = 110
+    scratch[1] = 111
+    scratch[2] = 116
+    return 3
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _wide_negation(data: np.ndarray, ps: int, pe: int, wide_neg: np.ndarray,
+                   wide_neg_offsets: np.ndarray) -> bool:
+    """Does the wide piece ``[ps, pe)`` hold a negation of an unsegmented script (Chinese,
+    Japanese, Korean: ``wide_neg``, the UTF-8 forms one after another)?"""
+    for t in range(wide_neg_offsets.shape[0] - 1):
+        a0 = wide_neg_offsets[t]
+        a1 = wide_neg_offsets[t + 1]
+        width = a1 - a0
+        q = ps
+        while q + width <= pe:
+            same = True
+            for z in range(width):
+                if data[q + z] != wide_neg[a0 + z]:
+                    same = False
+                    break
+            if same:
+                return True
+            q += 1
+    return False
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _wide_piece(data: np.ndarray, ps: int, pe: int, out: np.ndarray, n_out: int,
+                scratch: np.ndarray, words: tuple[np.ndarray, ...],
+                wide_neg: tuple[np.ndarray, ...]) -> tuple[int, int, int]:
+    """The facts of the wide piece ``[ps, pe)``: a word of a list, its terms
+    (:func:`_wide_terms`) and a negation. Returns (fact count, kind of the piece's own fact,
+    its length in ``scratch``), the kind 0 for none."""
+    word_keys, word_values, word_filter = words
+    kind = 0
+    use_scratch = -1
+    idx = _word_index(data, ps, pe, scratch, word_keys, word_filter)
+    if idx >= 0 and word_values[idx] >> np.uint64(61) != 0:
+        # Word-table values are whole fact hashes.
+        n_out = _push(out, n_out, word_values[idx], int(word_values[idx] >> np.uint64(61)))
+    if _wide_negation(data, ps, pe, wide_neg[0], wide_neg[1]):
+        kind = K_NEGATION
+        use_scratch = _write_not(scratch)
+    # The terms reuse ``scratch``: the negation's fact is hashed from it afterwards, as it has
+    # always been (the golden digests pin that order).
+    n_out = _wide_terms(data, ps, pe, out, n_out, scratch)
+    return n_out, kind, use_scratch
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _parse_number(data: np.ndarray, q: int, pe: int, parse_buf: np.ndarray, w: int
+                  ) -> tuple[int, int, int, int, int, int, int, bool]:
+    """Read the digits from byte ``q``: groups of digits split by single '.', ',' or ':',
+    copied to ``parse_buf`` from ``w`` on. Returns (bytes in ``parse_buf``, byte after the
+    number, separators, dots, commas, colons, length of the first group, whether a group after
+    a separator is not 3 digits long)."""
+    groups = 0
+    dots = 0
+    commas = 0
+    colons = 0
+    first_len = 0
+    bad_group = False
+    cur = 0
+    while q < pe and w < 60:
+        b0 = int(data[q])
+        if 48 <= b0 <= 57:
+            parse_buf[w] = b0
+            w += 1
+            cur += 1
+            q += 1
+        elif (b0 == 46 or b0 == 44 or b0 == 58) and q + 1 < pe and \
+                48 <= int(data[q + 1]) <= 57:
+            if groups == 0:
+                first_len = cur
+            elif cur != 3:
+                bad_group = True
+            groups += 1
+            cur = 0
+            if b0 == 46:
+                dots += 1
+            elif b0 == 44:
+                commas += 1
+            else:
+                colons += 1
+            parse_buf[w] = b0
+            w += 1
+            q += 1
+        else:
+            break
+    if groups == 0:
+        first_len = cur
+    elif cur != 3:
+        bad_group = True
+    return w, q, groups, dots, commas, colons, first_len, bad_group
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _normalise_number(parse_buf: np.ndarray, w: int, thousands: int, decimal: int,
+                      scratch: np.ndarray) -> int:
+    """The number of ``parse_buf[:w]`` into ``scratch``: thousands separators dropped, a
+    decimal comma made a point, the leading zeros of an integer dropped. Its length."""
+    z2 = 0
+    saw_point = False
+    for z in range(w):
+        b0 = parse_buf[z]
+        if thousands != 0 and b0 == thousands:
+            continue
+        if decimal != 0 and b0 == decimal:
+            scratch[z2] = 46
+            saw_point = True
+        else:
+            if b0 == 46:
+                saw_point = True
+            scratch[z2] = b0
+        z2 += 1
+    if not saw_point:
+        lead = 1 if (z2 > 0 and scratch[0] == 45) else 0
+        zs = lead
+        while zs < z2 - 1 and scratch[zs] == 48:
+            zs += 1
+        if zs > lead:
+            for z in range(zs, z2):
+                scratch[lead + z - zs] = scratch[z]
+            z2 -= zs - lead
+    return z2
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _number_fact(parse_buf: np.ndarray, w: int, dots: int, commas: int, colons: int,
+                 sep_thousands: bool, v_num: bool, money: bool, unit_at: int, comma: bool,
+                 scratch: np.ndarray, units: tuple[np.ndarray, ...]) -> tuple[int, int, bool]:
+    """The fact of a number read into ``parse_buf[:w]`` with a unit (``unit_at``, -1 for
+    none) attached: an IP address, a clock time, a version or a quantity, normalised into
+    ``scratch``. Returns (kind, length in ``scratch``, whether it waits for a unit word)."""
+    _, unit_index, unit_offsets, unit_bytes = units
+    if dots == 3 and commas == 0 and not v_num and unit_at < 0:
+        for z in range(w):
+            scratch[z] = parse_buf[z]
+        return K_IDENT, w, False  # an IP address
+    if colons > 0:
+        for z in range(w):
+            scratch[z] = parse_buf[z]
+        return K_DATE, w, False  # a clock time
+    thousands = 0
+    decimal = 0
+    if comma:
+        if dots > 0 and commas <= 1 and sep_thousands:
+            thousands = 46
+            decimal = 44
+        elif commas == 1 and dots == 0:
+            decimal = 44
+    else:
+        if commas > 0 and dots <= 1 and sep_thousands:
+            thousands = 44
+            decimal = 46
+    use_scratch = _normalise_number(parse_buf, w, thousands, decimal, scratch)
+    is_version = v_num or (unit_at < 0 and dots > 0 and thousands == 0 and (
+        decimal != 46 or dots > 1))
+    if comma and dots > 0 and thousands == 0:
+        is_version = unit_at < 0
+    kind = K_VERSION if is_version and not money else K_NUMBER
+    is_num = False
+    if unit_at >= 0:
+        u = unit_index[unit_at]
+        for z in range(unit_offsets[u], unit_offsets[u + 1]):
+            scratch[use_scratch] = unit_bytes[z]
+            use_scratch += 1
+    elif kind == K_NUMBER or (dots == 1 and not v_num and commas == 0):
+        # "1.5 GB" is a quantity, "1.5" alone a version.
+        is_num = True
+    return kind, use_scratch, is_num
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _number_piece(data: np.ndarray, ps: int, pe: int, signed: bool, v_num: bool, money: bool,
+                  comma: bool, scratch: np.ndarray, parse_buf: np.ndarray,
+                  units: tuple[np.ndarray, ...]) -> tuple[int, int, bool, int]:
+    """The fact of a piece that starts with a number (digits, "-" and a digit, "v" and a
+    digit). Returns (kind, length in ``scratch`` or -1 to hash the piece itself, whether it
+    waits for a unit word, byte where the piece is cut or -1): at a '-' or '/' after the
+    number ("1-2", "3/4") the piece ends and the rest is read as its own piece."""
+    q = ps + 1 if (signed or v_num) else ps
+    w = 0
+    if signed:
+        parse_buf[0] = 45
+        w = 1
+    w, q, groups, dots, commas, colons, first_len, bad_group = _parse_number(
+        data, q, pe, parse_buf, w)
+    # Unit directly attached, or nothing, or a range/date ("1-2").
+    unit_at = -1
+    cut = -1
+    if q < pe:
+        b0 = int(data[q])
+        if b0 == 45 or b0 == 47:
+            cut = q
+        else:
+            unit_at = _lookup(units[0], _lower_hash(data, q, pe, scratch))
+            if unit_at < 0:
+                return K_IDENT, -1, False, -1
+    sep_thousands = (not bad_group) and first_len <= 3 and groups > 0
+    kind, use_scratch, is_num = _number_fact(parse_buf, w, dots, commas, colons,
+                                             sep_thousands, v_num, money, unit_at, comma,
+                                             scratch, units)
+    return kind, use_scratch, is_num, cut
+
+
+@numba.njit(inline="always")
+def _affix_negation(data: np.ndarray, ps: int, we: int) -> bool:
+    """"don't", "n'est", with a straight or a curly apostrophe: negation by affix."""
+    if we - ps >= 3 and data[we - 1] == 116 and data[we - 2] == 39 and data[we - 3] == 110:
+        return True
+    if we - ps >= 5 and data[we - 1] == 116 and data[we - 2] == 0x99 \
+            and data[we - 3] == 0x80 and data[we - 5] == 110:
+        return True
+    if we - ps >= 3 and (data[ps] == 110 or data[ps] == 78) and data[ps + 1] == 39:
+        return True
+    return we - ps >= 5 and (data[ps] == 110 or data[ps] == 78) and \
+        data[ps + 1] == 0xE2 and data[ps + 3] == 0x99
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _word_piece(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...], piece_start: bool,
+                out: np.ndarray, n_out: int, scratch: np.ndarray, st: np.ndarray,
+                words: tuple[np.ndarray, ...]) -> tuple[int, int, int, bool]:
+    """The facts of a word: a word of a list (number word, negation, opposite, date), an
+    acronym, a name, the parts of a hyphenated word, a negation by affix. Counts the row's
+    Title Case words. Returns (fact count, kind of the piece's own fact, its length in
+    ``scratch``, whether it is a number word waiting for a unit)."""
+    word_keys, word_values, word_filter = words
+    n_upper = stats[S_UPPER]
+    n_lower = stats[S_LOWER]
+    n_alpha = stats[S_ALPHA]
+    first_cp = stats[S_FIRST]
+    # Strip a possessive "'s" / "’s".
+    we = pe
+    if we - ps > 3:
+        if data[we - 1] == 115 and data[we - 2] == 39:
+            we -= 2
+        elif data[we - 1] == 115 and data[we - 2] == 0x99 and \
+                data[we - 3] == 0x80 and data[we - 4] == 0xE2:
+            we -= 4
+    idx = _word_index(data, ps, we, scratch, word_keys, word_filter)
+    title = n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2
+    # An acronym of three letters or more ("TCP", "JSON"; "APIs" as "API"). Two-letter ones
+    # stay words: SPEC's own example merges "ML systems need data for training" into "Machine
+    # learning models require training data".
+    poss = 1 if we < pe else 0  # the "s" of a possessive "'s"
+    plural = poss == 0 and n_lower == 1 and n_upper >= 3 \
+        and data[we - 1] == 115 and n_upper + 1 == n_alpha
+    acronym = plural or (n_alpha - poss >= 3 and n_lower == poss
+                         and n_upper == n_alpha - poss)
+    acronym_e = we - 1 if plural else we
+    if title:
+        st[ST_TITLE_WORDS] += 1
+    elif _is_lower(first_cp):
+        st[ST_LOWER_WORDS] += 1
+    if idx >= 0:
+        val = word_values[idx]
+        vk = int(val >> np.uint64(61))
+        if vk == 0:
+            # A number word: its digits wait for a unit like a number.
+            return n_out, K_NUMBER, _number_word_digits(int(val & np.uint64(0xFFFFFFFF)),
+                                                        scratch), True
+        n_out = _push(out, n_out, val, vk)
+        if acronym and vk != K_NEGATION:
+            # "GET", "TRUE": the word's fact and the acronym's.
+            n_out = _push(out, n_out, _title_hash(data, ps, acronym_e, scratch), K_IDENT)
+        return n_out, 0, -1, False
+    if acronym:
+        # A term an answer hinges on, wherever it stands in a sentence.
+        n_out = _push(out, n_out, _title_hash(data, ps, acronym_e, scratch), K_IDENT)
+    elif title:
+        # A mention (kind 0) is written too: it lets a name of the other segment be found
+        # here.
+        kind = 0 if (piece_start or st[ST_NOUNS] != 0) else K_NAME
+        n_out = _push(out, n_out, _xxh64_one(data, ps, we), kind)
+    if stats[S_DASH] != 0:
+        n_out = _hyphen_parts(data, ps, we, out, n_out, scratch, word_keys, word_values,
+                              word_filter)
+    if _affix_negation(data, ps, we):
+        return n_out, K_NEGATION, _write_not(scratch), False
+    return n_out, 0, -1, False
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _narrow_piece(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...],
+                  piece_start: bool, money: bool, out: np.ndarray, n_out: int,
+                  bufs: tuple[np.ndarray, ...], st: np.ndarray,
+                  tables: tuple[tuple[np.ndarray, ...], ...]) -> tuple[int, int, int, bool, int]:
+    """The facts of the narrow piece ``[ps, pe)``, by its character statistics: a URL, flag
+    or path, a number, an identifier (``_``, ``.``, camelCase, letters and digits), or a word.
+    Returns (fact count, kind of the piece's own fact, its length in ``scratch`` or -1 to hash
+    the piece, whether it waits for a unit word, byte where the piece is cut or -1)."""
+    scratch = bufs[0]
+    n_lower = stats[S_LOWER]
+    n_alpha = stats[S_ALPHA]
+    first_cp = stats[S_FIRST]
+    second_cp = stats[S_SECOND]
+    third_cp = stats[S_THIRD]
+    starts_digit = 48 <= first_cp <= 57
+    signed = first_cp == 45 and 48 <= second_cp <= 57
+    v_num = (first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57
+    is_flag = first_cp == 45 and (
+        _cls(second_cp) == C_LETTER or (second_cp == 45 and _cls(third_cp) == C_LETTER))
+    is_url = pe - ps > 8 and data[ps] == 104 and data[ps + 1] == 116 and \
+        data[ps + 2] == 116 and data[ps + 3] == 112 and (
+            data[ps + 4] == 58 or (data[ps + 4] == 115 and data[ps + 5] == 58))
+    if is_url or is_flag or (stats[S_SLASH] != 0 and n_alpha > 0):
+        return n_out, K_IDENT, -1, False, -1
+    if starts_digit or signed or v_num:
+        kind, use_scratch, is_num, cut = _number_piece(data, ps, pe, signed, v_num, money,
+                                                       st[ST_COMMA] != 0, scratch, bufs[2],
+                                                       tables[1])
+        return n_out, kind, use_scratch, is_num, cut
+    if stats[S_US] != 0 and n_alpha > 0:
+        return n_out, K_IDENT, -1, False, -1
+    if stats[S_DOT] != 0 and n_alpha > 0 and not _is_initials(data, ps, pe):
+        return n_out, K_IDENT, -1, False, -1
+    if stats[S_UPPER_AFTER_LOWER] != 0 or (stats[S_LEAD_UPPER] >= 2 and n_lower > 0 and not (
+            n_lower == 1 and data[pe - 1] == 115)):
+        return n_out, K_IDENT, -1, False, -1
+    if n_alpha > 0 and stats[S_DIGIT] > 0:
+        return n_out, K_IDENT, -1, False, -1
+    n_out, kind, use_scratch, is_num = _word_piece(data, ps, pe, stats, piece_start, out,
+                                                   n_out, scratch, st, tables[0])
+    return n_out, kind, use_scratch, is_num, -1
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _settle(data: np.ndarray, ps: int, pe: int, hash_e: int, wide: bool, kind: int,
+            use_scratch: int, is_num: bool, out: np.ndarray, n_out: int,
+            bufs: tuple[np.ndarray, ...], st: np.ndarray, units: tuple[np.ndarray, ...]
+            ) -> int:
+    """Write the classified piece's own fact: a number waiting for its unit is settled first
+    (this piece is the unit, or it is not), a number that may take a unit waits, any other
+    fact is hashed from ``scratch`` (``use_scratch`` bytes) or from the piece
+    ``[ps, hash_e)``. Returns the fact count."""
+    scratch, num_buf, _, unit_buf = bufs
+    unit_keys, unit_index, unit_offsets, unit_bytes = units
+    pend_num = st[ST_PEND_NUM]
+    if pend_num >= 0:
+        attached = False
+        if not wide and not is_num:
+            u_at = _lookup(unit_keys, _lower_hash(data, ps, pe, unit_buf))
+            if u_at >= 0:
+                u = unit_index[u_at]
+                w2 = pend_num
+                for z in range(unit_offsets[u], unit_offsets[u + 1]):
+                    num_buf[w2] = unit_bytes[z]
+                    w2 += 1
+                n_out = _push(out, n_out, _xxh64_one(num_buf, 0, w2), K_NUMBER)
+                attached = True
+                kind = 0
+        if not attached:
+            n_out = _push(out, n_out, _xxh64_one(num_buf, 0, pend_num), st[ST_PEND_KIND])
+        st[ST_PEND_NUM] = -1
+    if is_num and use_scratch > 0:
+        for z in range(use_scratch):
+            num_buf[z] = scratch[z]
+        st[ST_PEND_NUM] = use_scratch
+        st[ST_PEND_KIND] = kind
+        kind = 0
+    if kind != 0:
+        if use_scratch >= 0:
+            h = _xxh64_one(scratch, 0, use_scratch)
+        else:
+            h = _xxh64_one(data, ps, hash_e)
+        n_out = _push(out, n_out, h, kind)
+    return n_out
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _plain_word(data: np.ndarray, ps: int, pe: int, first_cp: int, n_upper: int,
+                n_alpha: int, piece_start: bool, out: np.ndarray, n_out: int,
+                st: np.ndarray) -> int:
+    """A word of cased letters that no word table knows: it counts for the Title Case test
+    and is written if it is a name (a mention, kind 0, at a sentence start or where the
+    language capitalises its nouns)."""
+    if n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2:
+        st[ST_TITLE_WORDS] += 1
+        kind = 0 if (piece_start or st[ST_NOUNS] != 0) else K_NAME
+        n_out = _push(out, n_out, _xxh64_one(data, ps, pe), kind)
+    elif _is_lower(first_cp):
+        st[ST_LOWER_WORDS] += 1
+    return n_out
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _pieces(data: np.ndarray, cs: int, ce: int, money: bool, out: np.ndarray, n_out: int,
+            bufs: tuple[np.ndarray, ...], st: np.ndarray,
+            tables: tuple[tuple[np.ndarray, ...], ...]) -> int:
+    """The facts of the pieces of chunk ``[cs, ce)``. Pieces split where a wide script meets a
+    narrow one, at '=' and at inner punctuation of wide scripts. Only the first piece of a
+    chunk starts a sentence, or one after a wide full stop: Chinese and Japanese put no space
+    between a sentence and a name in it ("詳細はJavaエージェント")."""
+    words, units, wide_neg = tables
+    p = cs
+    next_start = st[ST_SENTENCE_START] != 0
+    while p < ce:
+        cp, ln = _decode(data, p, ce)
+        if p > cs and _sign_before_digit(cp, data, p, ce):
+            # "、#1744", "で$5": a sign after a wide piece, as at a chunk's start.
+            money = cp == 36
+            p += 1
+            cp, ln = _decode(data, p, ce)
+        wide = _cls(cp) == C_WIDE
+        ps = p
+        p, stats = _piece_extent(data, p, ce, wide)
+        pe = p
+        if p < ce and ps == pe:
+            next_start = next_start or _wide_full_stop(cp)
+            p += ln  # a lone separator
+            continue
+        piece_start = next_start
+        next_start = False
+        if p < ce:
+            cp2, ln2 = _decode(data, p, ce)
+            if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
+                next_start = _wide_full_stop(cp2)
+                p += ln2
+        n_upper = stats[S_UPPER]
+        if not wide and st[ST_PEND_NUM] < 0 and n_upper + stats[S_LOWER] == stats[S_CHARS] \
+                and n_upper <= 1 and stats[S_UPPER_AFTER_LOWER] == 0:
+            # Fast path for the most common piece: a word of cased letters, all lower case or
+            # with one capital in front, and no number waiting for a unit. None of the checks
+            # of the other pieces can fire on it (they need a digit, a '-', '_', '.', '/',
+            # ':', an apostrophe or two capitals).
+            if _word_index(data, ps, pe, bufs[0], words[0], words[2]) < 0:
+                n_out = _plain_word(data, ps, pe, stats[S_FIRST], n_upper, stats[S_ALPHA],
+                                    piece_start, out, n_out, st)
+                continue
+        hash_e = pe
+        if wide:
+            n_out, kind, use_scratch = _wide_piece(data, ps, pe, out, n_out, bufs[0], words,
+                                                   wide_neg)
+            is_num = False
+        else:
+            n_out, kind, use_scratch, is_num, cut = _narrow_piece(
+                data, ps, pe, stats, piece_start, money, out, n_out, bufs, st, tables)
+            if cut >= 0:
+                p = cut + 1  # the rest is read as its own piece
+                pe = cut
+        n_out = _settle(data, ps, pe, hash_e, wide, kind, use_scratch, is_num, out, n_out,
+                        bufs, st, units)
+    return n_out
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: int,
+         bufs: tuple[np.ndarray, ...], st: np.ndarray,
+         tables: tuple[tuple[np.ndarray, ...], ...]) -> int:
+    """The facts of the row ``data[s:e]`` appended to ``out`` from ``n_out`` on, sorted and
+    unique; the new fact count. Walks the whitespace-separated chunks: a code row's chunks are
+    identifiers, any other's are split into pieces (:func:`_pieces`)."""
+    row_first = n_out
+    st[ST_PEND_NUM] = -1
+    st[ST_PEND_KIND] = K_NUMBER
+    st[ST_TITLE_WORDS] = 0
+    st[ST_LOWER_WORDS] = 0
+    st[ST_SENTENCE_START] = 1
+    quote_from = s  # quoted spans are looked for from here on
+    i = s
+    while i < e:
+        b0 = data[i]
+        if b0 < 0x80:
+            if _ASCII[b0] == C_SPACE:
+                if b0 == 10:
+                    st[ST_SENTENCE_START] = 1
+                i += 1
+                continue
+        else:
+            cp, ln = _decode(data, i, e)
+            if _cls(cp) == C_SPACE:
+                i += ln
+                continue
+        cs = i
+        i, n_out, quote_from = _chunk_end(data, i, e, quote_from, out, n_out, bufs[0])
+        cs, ce, ends_sentence, money = _strip(data, cs, i)
+        if cs >= ce:
+            if ends_sentence:
+                st[ST_SENTENCE_START] = 1
+            continue
+        if _is_marker(data, cs, ce):
+            continue
+        if code:
+            n_out = _push(out, n_out, _xxh64_one(data, cs, ce), K_IDENT)
+            continue
+        n_out = _pieces(data, cs, ce, money, out, n_out, bufs, st, tables)
+        st[ST_SENTENCE_START] = 1 if ends_sentence else 0
+    if st[ST_PEND_NUM] >= 0:
+        n_out = _push(out, n_out, _xxh64_one(bufs[1], 0, st[ST_PEND_NUM]), st[ST_PEND_KIND])
+    if st[ST_TITLE_WORDS] >= 3 and st[ST_TITLE_WORDS] > st[ST_LOWER_WORDS]:
+        # Title Case ("Chicago Shooting Shows Gap"): capitals say nothing about names.
+        for k in range(row_first, n_out):
+            if out[k] >> np.uint64(61) == np.uint64(K_NAME):
+                out[k] = out[k] & LOW
+    return _sort_unique(out, row_first, n_out)
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _scan(offsets: np.ndarray, data: np.ndarray, flags: tuple[np.ndarray, ...], first: int,
+          out: np.ndarray, ends: np.ndarray, n_out: int, bufs: tuple[np.ndarray, ...],
+          st: np.ndarray, tables: tuple[tuple[np.ndarray, ...], ...]) -> tuple[int, int]:
     """Facts of rows ``first, first + 1, ...`` appended to ``out`` from ``n_out`` on, each
     row's sorted and unique; ``ends[r]`` is where row ``r``'s facts end. Returns (next row,
-    fact count): it stops before a row
-    whose worst case (:data:`ROW_FACTS_PER_BYTE` facts per byte) might not fit, so that the
-    caller grows the buffers and calls again from there.
+    fact count): it stops before a row whose worst case (:data:`ROW_FACTS_PER_BYTE` facts per
+    byte) might not fit, so that the caller grows the buffers and calls again from there.
+    ``flags`` are the rows' (code, decimal comma, capitalised nouns) flags, ``bufs`` the work
+    buffers (scratch, pending number, number parse, unit), ``st`` the row state (``ST_*``),
+    ``tables`` the word, unit and wide-negation tables (see :func:`_scan_rows`).
 
     Compiled without Numba's reference counting (``_nrt=False``), as are the functions it
-    calls (the small helpers are inlined), and no array is allocated here: with reference
-    counting, the atomic increments of array variables took about a third of the scan."""
+    calls, and no array is allocated here: with reference counting, the atomic increments of
+    array variables took about a third of the scan."""
+    code, comma, nouns = flags
     n = offsets.shape[0] - 1
     cap = out.shape[0]
     for r in range(first, n):
@@ -608,566 +1322,9 @@ def _scan(
             e = s + 1_000_000  # facts of a huge text beyond 1 MB are not read
         if n_out + ROW_FACTS_PER_BYTE * (e - s) + 16 > cap:
             return r, n_out
-        row_first = n_out
-        title_words = 0
-        lower_words = 0
-        quote_from = s  # quoted spans are looked for from here on
-        # 2. Chunks.
-        sentence_start = True
-        pend_num = -1  # length of a number in num_buf waiting for a unit word, or -1
-        pend_kind = K_NUMBER
-        i = s
-        while i < e:
-            b0 = data[i]
-            if b0 < 0x80:
-                if _ASCII[b0] == C_SPACE:
-                    if b0 == 10:
-                        sentence_start = True
-                    i += 1
-                    continue
-            else:
-                cp, ln = _decode(data, i, e)
-                if _cls(cp) == C_SPACE:
-                    i += ln
-                    continue
-            cs = i
-            while i < e:
-                b0 = data[i]
-                if b0 < 0x80:
-                    t = _CHUNK[b0]
-                    if t == 0:
-                        i += 1
-                        continue
-                    if t == 1:
-                        break
-                    if i >= quote_from:
-                        n_out, after = _quoted_at(data, i, e, out, n_out, scratch)
-                        if after >= 0:
-                            quote_from = after
-                    i += 1
-                    continue
-                cp, ln = _decode(data, i, e)
-                if _cls(cp) == C_SPACE:
-                    break
-                if i >= quote_from and _opens_quote(cp):
-                    n_out, after = _quoted_at(data, i, e, out, n_out, scratch)
-                    if after >= 0:
-                        quote_from = after
-                i += ln
-            ce = i
-            # Strip wrapping punctuation (never a leading '-': flags and negative numbers).
-            ends_sentence = False
-            money = False  # the chunk's number follows a "$": an amount, never a version
-            # Most chunks begin and end with an ASCII letter or digit: that ends a strip loop
-            # before any decoding.
-            while cs < ce:
-                b0 = int(data[cs])
-                if b0 < 0x80:
-                    c = int(_ASCII[b0])
-                    if c == C_LETTER or c == C_DIGIT:
-                        break
-                    cp, ln = b0, 1
-                else:
-                    cp, ln = _decode(data, cs, ce)
-                    c = _cls(cp)
-                if _sign_before_digit(cp, data, cs, ce):
-                    money = cp == 36
-                    cs += 1
-                    continue
-                if (c == C_PUNCT or c == C_APOS) and cp != 45 and cp != 46 and cp != 47 \
-                        and cp != 126 and cp != 36 and cp != 64 and cp != 35:
-                    cs += ln
-                else:
-                    break
-            while ce > cs:
-                b = ce - 1
-                b0 = int(data[b])
-                if b0 < 0x80:
-                    c = int(_ASCII[b0])
-                    if c == C_LETTER or c == C_DIGIT:
-                        break
-                    cp = b0
-                else:
-                    # Step back one code point.
-                    while b > cs and (int(data[b]) & 0xC0) == 0x80:
-                        b -= 1
-                    cp, ln = _decode(data, b, ce)
-                    c = _cls(cp)
-                if (c == C_PUNCT or c == C_APOS) and cp != 47 and cp != 37 and cp != 45:
-                    if cp == 46 or cp == 33 or cp == 63 or cp == 58 or cp == 59 or cp == 0x3002:
-                        ends_sentence = True
-                    ce = b
-                else:
-                    break
-            if cs >= ce:
-                if ends_sentence:
-                    sentence_start = True
-                continue
-            # Markdown markers keep the sentence start: '#', '>', '*', '-', '+', '1.', '1)'.
-            marker = True
-            k = cs
-            while k < ce:
-                b0 = int(data[k])
-                if not (b0 == 35 or b0 == 62 or b0 == 42 or b0 == 45 or b0 == 43
-                        or b0 == 124):
-                    marker = False
-                    break
-                k += 1
-            if marker:
-                continue
-            if code[r]:
-                h = _xxh64_one(data, cs, ce)
-                n_out = _push(out, n_out, h, K_IDENT)
-                continue
-            # Pieces: split where a wide script meets a narrow one, at '=' and at inner
-            # punctuation of wide scripts. Only the first piece of a chunk starts a sentence,
-            # or one after a wide full stop: Chinese and Japanese put no space between a
-            # sentence and a name in it ("詳細はJavaエージェント").
-            p = cs
-            next_start = sentence_start
-            while p < ce:
-                cp, ln = _decode(data, p, ce)
-                if p > cs and _sign_before_digit(cp, data, p, ce):
-                    # "、#1744", "で$5": a sign after a wide piece, as at a chunk's start.
-                    money = cp == 36
-                    p += 1
-                    cp, ln = _decode(data, p, ce)
-                wide = _cls(cp) == C_WIDE
-                ps = p
-                # Character statistics of a narrow piece, counted as its extent is found.
-                n_upper = 0
-                n_lower = 0
-                n_digit = 0
-                n_alpha = 0
-                n_chars = 0
-                upper_after_lower = False
-                lead_upper = 0
-                still_lead = True
-                has_us = False
-                has_dot = False
-                has_slash = False
-                has_dash = False
-                prev_lower = False
-                first_cp = -1
-                second_cp = -1
-                third_cp = -1
-                if wide:
-                    # A wide piece ends at any other class (wide punctuation is C_PUNCT).
-                    while p < ce:
-                        cp, ln = _decode(data, p, ce)
-                        if _cls(cp) != C_WIDE:
-                            break
-                        p += ln
-                else:
-                    while p < ce:
-                        b0 = data[p]
-                        if b0 < 0x80:
-                            cq = int(b0)
-                            if 97 <= cq <= 122:
-                                # A lowercase letter, most bytes of a text: tested first.
-                                first_cp, second_cp, third_cp = _leading(
-                                    n_chars, cq, first_cp, second_cp, third_cp)
-                                n_chars += 1
-                                n_alpha += 1
-                                n_lower += 1
-                                prev_lower = True
-                                still_lead = False
-                                p += 1
-                                continue
-                            if cq == 61:
-                                break
-                            first_cp, second_cp, third_cp = _leading(
-                                n_chars, cq, first_cp, second_cp, third_cp)
-                            n_chars += 1
-                            c = _ASCII[cq]
-                            if c == C_LETTER:
-                                n_alpha += 1
-                                n_upper += 1  # the lowercase letters were taken above
-                                if prev_lower:
-                                    upper_after_lower = True
-                                if still_lead:
-                                    lead_upper += 1
-                                prev_lower = False
-                            elif c == C_DIGIT:
-                                n_digit += 1
-                                prev_lower = False
-                                still_lead = False
-                            else:
-                                still_lead = False
-                                prev_lower = False
-                                if cq == 95:
-                                    has_us = True
-                                elif cq == 46:
-                                    has_dot = True
-                                elif cq == 47:
-                                    has_slash = True
-                                elif cq == 45:
-                                    has_dash = True
-                            p += 1
-                            continue
-                        # A character of two or more bytes: never white space ('=', digits,
-                        # '_', '.' and '/' are ASCII), and a wide one ends the piece.
-                        cq, lq = _decode(data, p, ce)
-                        c = _cls(cq)
-                        if c == C_WIDE:
-                            break
-                        first_cp, second_cp, third_cp = _leading(
-                            n_chars, cq, first_cp, second_cp, third_cp)
-                        n_chars += 1
-                        if c == C_LETTER:
-                            n_alpha += 1
-                            if _is_upper(cq):
-                                n_upper += 1
-                                if prev_lower:
-                                    upper_after_lower = True
-                                if still_lead:
-                                    lead_upper += 1
-                                prev_lower = False
-                            else:
-                                if _is_lower(cq):
-                                    n_lower += 1
-                                prev_lower = True
-                                still_lead = False
-                        else:
-                            still_lead = False
-                            prev_lower = False
-                        p += lq
-                pe = p
-                if p < ce and ps == pe:
-                    next_start = next_start or _wide_full_stop(cp)
-                    p += ln  # a lone separator
-                    continue
-                piece_start = next_start
-                next_start = False
-                if p < ce:
-                    cp2, ln2 = _decode(data, p, ce)
-                    if cp2 == 61 or (wide and _cls(cp2) == C_PUNCT):
-                        next_start = _wide_full_stop(cp2)
-                        p += ln2
-                if not wide and pend_num < 0 and n_upper + n_lower == n_chars and \
-                        n_upper <= 1 and not upper_after_lower:
-                    # Fast path for the most common piece: a word of cased letters, all
-                    # lower case or with one capital in front, and no number waiting for a
-                    # unit. None of the checks below can fire on it (they need a digit, a
-                    # '-', '_', '.', '/', ':', an apostrophe or two capitals), so unless a
-                    # word table knows it, it only counts for the Title Case test and is
-                    # written if it is a name.
-                    idx = _word_index(data, ps, pe, scratch, word_keys, word_filter)
-                    if idx < 0:
-                        if n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2:
-                            title_words += 1
-                            kind = 0 if (piece_start or nouns[r]) else K_NAME
-                            n_out = _push(out, n_out, _xxh64_one(data, ps, pe), kind)
-                        elif _is_lower(first_cp):
-                            lower_words += 1
-                        continue
-                # ---- classify the piece [ps, pe) ----
-                kind = 0
-                hash_s = ps
-                hash_e = pe
-                use_scratch = -1
-                is_num = False
-                if wide:
-                    idx = _word_index(data, ps, pe, scratch, word_keys, word_filter)
-                    if idx >= 0 and word_values[idx] >> np.uint64(61) != 0:
-                        kind = int(word_values[idx] >> np.uint64(61))
-                        # Word-table values are whole fact hashes.
-                        n_out = _push(out, n_out,
-                                                     word_values[idx], kind)
-                        kind = 0
-                    # Negation inside an unsegmented script (Chinese, Japanese, Korean).
-                    for t in range(wide_neg_offsets.shape[0] - 1):
-                        a0 = wide_neg_offsets[t]
-                        a1 = wide_neg_offsets[t + 1]
-                        width = a1 - a0
-                        hit = False
-                        q = ps
-                        while q + width <= pe:
-                            same = True
-                            for z in range(width):
-                                if data[q + z] != wide_neg[a0 + z]:
-                                    same = False
-                                    break
-                            if same:
-                                hit = True
-                                break
-                            q += 1
-                        if hit:
-                            kind = K_NEGATION
-                            break
-                    if kind == K_NEGATION:
-                        scratch[0] = 110
-                        scratch[1] = 111
-                        scratch[2] = 116
-                        use_scratch = 3
-                    n_out = _wide_terms(data, ps, pe, out, n_out, scratch)
-                else:
-                    starts_digit = 48 <= first_cp <= 57
-                    signed = first_cp == 45 and 48 <= second_cp <= 57
-                    v_num = (first_cp == 118 or first_cp == 86) and 48 <= second_cp <= 57
-                    is_flag = first_cp == 45 and (
-                        _cls(second_cp) == C_LETTER
-                        or (second_cp == 45 and _cls(third_cp) == C_LETTER))
-                    is_url = pe - ps > 8 and data[ps] == 104 and data[ps + 1] == 116 and \
-                        data[ps + 2] == 116 and data[ps + 3] == 112 and (
-                            data[ps + 4] == 58 or (data[ps + 4] == 115 and data[ps + 5] == 58))
-                    if is_url or is_flag or (has_slash and n_alpha > 0):
-                        kind = K_IDENT
-                    elif starts_digit or signed or v_num:
-                        # Numbers: groups of digits split by single '.', ',' or ':'.
-                        q = ps + 1 if (signed or v_num) else ps
-                        w = 0
-                        if signed:
-                            parse_buf[0] = 45
-                            w = 1
-                        groups = 0
-                        dots = 0
-                        commas = 0
-                        colons = 0
-                        first_len = 0
-                        bad_group = False  # a group after a separator that is not 3 digits
-                        cur = 0
-                        while q < pe and w < 60:
-                            b0 = int(data[q])
-                            if 48 <= b0 <= 57:
-                                parse_buf[w] = b0
-                                w += 1
-                                cur += 1
-                                q += 1
-                            elif (b0 == 46 or b0 == 44 or b0 == 58) and q + 1 < pe and \
-                                    48 <= int(data[q + 1]) <= 57:
-                                if groups == 0:
-                                    first_len = cur
-                                elif cur != 3:
-                                    bad_group = True
-                                groups += 1
-                                cur = 0
-                                if b0 == 46:
-                                    dots += 1
-                                elif b0 == 44:
-                                    commas += 1
-                                else:
-                                    colons += 1
-                                parse_buf[w] = b0
-                                w += 1
-                                q += 1
-                            else:
-                                break
-                        if groups == 0:
-                            first_len = cur
-                        elif cur != 3:
-                            bad_group = True
-                        suffix_s = q
-                        # Unit directly attached, or nothing, or a range/date ("1-2").
-                        unit_ok = True
-                        unit_at = -1
-                        if suffix_s < pe:
-                            b0 = int(data[suffix_s])
-                            if b0 == 45 or b0 == 47:
-                                unit_ok = True
-                                p = suffix_s + 1  # the rest is read as its own piece
-                                pe = suffix_s
-                            else:
-                                hu = _lower_hash(data, suffix_s, pe, scratch)
-                                unit_at = _lookup(unit_keys, hu)
-                                unit_ok = unit_at >= 0
-                        if not unit_ok:
-                            kind = K_IDENT
-                        else:
-                            sep_thousands = (not bad_group) and first_len <= 3 and groups > 0
-                            # Normalise into scratch: drop thousands separators, decimal
-                            # comma to point.
-                            use_scratch = 0
-                            if dots == 3 and commas == 0 and not v_num and unit_at < 0:
-                                kind = K_IDENT  # an IP address
-                                for z in range(w):
-                                    scratch[z] = parse_buf[z]
-                                use_scratch = w
-                            elif colons > 0:
-                                kind = K_DATE  # a clock time
-                                for z in range(w):
-                                    scratch[z] = parse_buf[z]
-                                use_scratch = w
-                            else:
-                                thousands = 0
-                                decimal = 0
-                                if comma[r]:
-                                    if dots > 0 and commas <= 1 and sep_thousands:
-                                        thousands = 46
-                                        decimal = 44
-                                    elif commas == 1 and dots == 0:
-                                        decimal = 44
-                                else:
-                                    if commas > 0 and dots <= 1 and sep_thousands:
-                                        thousands = 44
-                                        decimal = 46
-                                z2 = 0
-                                saw_point = False
-                                for z in range(w):
-                                    b0 = parse_buf[z]
-                                    if thousands != 0 and b0 == thousands:
-                                        continue
-                                    if decimal != 0 and b0 == decimal:
-                                        scratch[z2] = 46
-                                        saw_point = True
-                                    else:
-                                        if b0 == 46:
-                                            saw_point = True
-                                        scratch[z2] = b0
-                                    z2 += 1
-                                # Leading zeros of an integer.
-                                if not saw_point:
-                                    lead = 1 if (z2 > 0 and scratch[0] == 45) else 0
-                                    zs = lead
-                                    while zs < z2 - 1 and scratch[zs] == 48:
-                                        zs += 1
-                                    if zs > lead:
-                                        for z in range(zs, z2):
-                                            scratch[lead + z - zs] = scratch[z]
-                                        z2 -= zs - lead
-                                use_scratch = z2
-                                is_version = v_num or (
-                                    unit_at < 0 and dots > 0 and thousands == 0 and (
-                                        decimal != 46 or dots > 1))
-                                if comma[r] and dots > 0 and thousands == 0:
-                                    is_version = unit_at < 0
-                                kind = K_VERSION if is_version and not money else K_NUMBER
-                                if unit_at >= 0:
-                                    u = unit_index[unit_at]
-                                    for z in range(unit_offsets[u], unit_offsets[u + 1]):
-                                        scratch[use_scratch] = unit_bytes[z]
-                                        use_scratch += 1
-                                elif kind == K_NUMBER or (dots == 1 and not v_num
-                                                          and commas == 0):
-                                    # "1.5 GB" is a quantity, "1.5" alone a version.
-                                    is_num = True
-                    elif has_us and n_alpha > 0:
-                        kind = K_IDENT
-                    elif has_dot and n_alpha > 0 and not _is_initials(data, ps, pe):
-                        kind = K_IDENT
-                    elif upper_after_lower or (lead_upper >= 2 and n_lower > 0 and not (
-                            n_lower == 1 and data[pe - 1] == 115)):
-                        kind = K_IDENT
-                    elif n_alpha > 0 and n_digit > 0:
-                        kind = K_IDENT
-                    else:
-                        # A word: strip a possessive "'s" / "’s".
-                        we = pe
-                        if we - ps > 3:
-                            if data[we - 1] == 115 and data[we - 2] == 39:
-                                we -= 2
-                            elif data[we - 1] == 115 and data[we - 2] == 0x99 and \
-                                    data[we - 3] == 0x80 and data[we - 4] == 0xE2:
-                                we -= 4
-                        idx = _word_index(data, ps, we, scratch, word_keys, word_filter)
-                        title = n_upper == 1 and _is_upper(first_cp) and n_alpha >= 2
-                        # An acronym of three letters or more ("TCP", "JSON"; "APIs" as
-                        # "API"). Two-letter ones stay words: SPEC's own example merges "ML
-                        # systems need data for training" into "Machine learning models
-                        # require training data".
-                        poss = 1 if we < pe else 0  # the "s" of a possessive "'s"
-                        plural = poss == 0 and n_lower == 1 and n_upper >= 3 \
-                            and data[we - 1] == 115 and n_upper + 1 == n_alpha
-                        acronym = plural or (n_alpha - poss >= 3 and n_lower == poss
-                                             and n_upper == n_alpha - poss)
-                        acronym_e = we - 1 if plural else we
-                        if title:
-                            title_words += 1
-                        elif _is_lower(first_cp):
-                            lower_words += 1
-                        if idx >= 0:
-                            val = word_values[idx]
-                            vk = int(val >> np.uint64(61))
-                            if vk == 0:
-                                # A number word: its digits wait for a unit like a number.
-                                use_scratch = _number_word_digits(
-                                    int(val & np.uint64(0xFFFFFFFF)), scratch)
-                                kind = K_NUMBER
-                                is_num = True
-                            else:
-                                n_out = _push(out, n_out, val, vk)
-                                kind = 0
-                                if acronym and vk != K_NEGATION:
-                                    # "GET", "TRUE": the word's fact and the acronym's.
-                                    n_out = _push(out, n_out, _title_hash(
-                                        data, ps, acronym_e, scratch), K_IDENT)
-                        elif acronym:
-                            # A term an answer hinges on, wherever it stands in a sentence.
-                            n_out = _push(out, n_out, _title_hash(
-                                data, ps, acronym_e, scratch), K_IDENT)
-                            kind = 0
-                        elif title:
-                            kind = 0 if (piece_start or nouns[r]) else K_NAME
-                            hash_e = we
-                            # A mention (kind 0) is written too: it lets a name of the other
-                            # segment be found here.
-                            hm = _xxh64_one(data, ps, we)
-                            n_out = _push(out, n_out, hm, kind)
-                            kind = 0
-                        if idx < 0 and has_dash:
-                            n_out = _hyphen_parts(data, ps, we, out, n_out, scratch,
-                                                  word_keys, word_values, word_filter)
-                        if idx < 0:
-                            # "don't", "n'est": negation by affix.
-                            if we - ps >= 3 and data[we - 1] == 116 and data[we - 2] == 39 \
-                                    and data[we - 3] == 110:
-                                kind = K_NEGATION
-                            elif we - ps >= 5 and data[we - 1] == 116 and data[we - 2] == 0x99 \
-                                    and data[we - 3] == 0x80 and data[we - 5] == 110:
-                                kind = K_NEGATION
-                            elif we - ps >= 3 and (data[ps] == 110 or data[ps] == 78) and \
-                                    data[ps + 1] == 39:
-                                kind = K_NEGATION
-                            elif we - ps >= 5 and (data[ps] == 110 or data[ps] == 78) and \
-                                    data[ps + 1] == 0xE2 and data[ps + 3] == 0x99:
-                                kind = K_NEGATION
-                            if kind == K_NEGATION:
-                                scratch[0] = 110
-                                scratch[1] = 111
-                                scratch[2] = 116
-                                use_scratch = 3
-                # A number waiting for its unit: this piece is the unit, or it is not.
-                if pend_num >= 0:
-                    attached = False
-                    if not wide and not is_num:
-                        u_at = _lookup(unit_keys, _lower_hash(data, ps, pe, unit_buf))
-                        if u_at >= 0:
-                            u = unit_index[u_at]
-                            w2 = pend_num
-                            for z in range(unit_offsets[u], unit_offsets[u + 1]):
-                                num_buf[w2] = unit_bytes[z]
-                                w2 += 1
-                            n_out = _push(out, n_out,
-                                                         _xxh64_one(num_buf, 0, w2), K_NUMBER)
-                            attached = True
-                            kind = 0
-                    if not attached:
-                        n_out = _push(out, n_out,
-                                                     _xxh64_one(num_buf, 0, pend_num),
-                                                     pend_kind)
-                    pend_num = -1
-                if is_num and use_scratch > 0:
-                    for z in range(use_scratch):
-                        num_buf[z] = scratch[z]
-                    pend_num = use_scratch
-                    pend_kind = kind
-                    kind = 0
-                if kind != 0:
-                    if use_scratch >= 0:
-                        h = _xxh64_one(scratch, 0, use_scratch)
-                    else:
-                        h = _xxh64_one(data, hash_s, hash_e)
-                    n_out = _push(out, n_out, h, kind)
-            sentence_start = ends_sentence
-        if pend_num >= 0:
-            n_out = _push(out, n_out,
-                                         _xxh64_one(num_buf, 0, pend_num), pend_kind)
-        if title_words >= 3 and title_words > lower_words:
-            # Title Case ("Chicago Shooting Shows Gap"): capitals say nothing about names.
-            for k in range(row_first, n_out):
-                if out[k] >> np.uint64(61) == np.uint64(K_NAME):
-                    out[k] = out[k] & LOW
-        n_out = _sort_unique(out, row_first, n_out)
+        st[ST_COMMA] = 1 if comma[r] else 0
+        st[ST_NOUNS] = 1 if nouns[r] else 0
+        n_out = _row(data, s, e, code[r], out, n_out, bufs, st, tables)
         ends[r] = n_out
     return n, n_out
 
@@ -1227,13 +1384,19 @@ def _scan_rows(offsets: np.ndarray, data: np.ndarray, code: np.ndarray, comma: n
     cap = max(1024, n * 8)
     out = np.empty(cap, dtype=np.uint64)
     ends = np.zeros(n + 1, dtype=np.int64)
-    work = (np.empty(4096, dtype=np.uint8), np.empty(128, dtype=np.uint8),
+    # Work buffers: scratch, a number waiting for its unit, a number being parsed, a unit.
+    bufs = (np.empty(4096, dtype=np.uint8), np.empty(128, dtype=np.uint8),
             np.empty(128, dtype=np.uint8), np.empty(4096, dtype=np.uint8))
+    st = np.zeros(ST_SIZE, dtype=np.int64)
+    (word_keys, word_values, unit_keys, unit_index, unit_offsets, unit_bytes, wide_neg,
+     wide_neg_offsets, word_filter) = tables
+    grouped = ((word_keys, word_values, word_filter),
+               (unit_keys, unit_index, unit_offsets, unit_bytes), (wide_neg, wide_neg_offsets))
     row, n_out = 0, 0
     while True:
         # ends[1:] is row r's end at index r + 1: the CSR offsets with a leading 0.
-        row, n_out = _scan(offsets, data, code, comma, nouns, row, out, ends[1:], n_out, *work,
-                           *tables)
+        row, n_out = _scan(offsets, data, (code, comma, nouns), row, out, ends[1:], n_out, bufs,
+                           st, grouped)
         if row >= n:
             return ends, out[:n_out]
         need = n_out + ROW_FACTS_PER_BYTE * min(int(offsets[row + 1] - offsets[row]),

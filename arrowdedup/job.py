@@ -130,6 +130,8 @@ class JobResult:
     # unchanged; ``dry_run``: nothing was written (``store`` is the current version).
     changes: Mapping[str, int] | None = None
     dry_run: bool = False
+    # The doc_ids behind ``changes``: ``added``, ``changed`` and ``removed``, each sorted.
+    change_ids: Mapping[str, Sequence[str]] | None = None
 
     @property
     def version_id(self) -> str:

@@ -104,10 +104,13 @@ def check_same_rules(store: Store, cfg: DedupConfig, *, model: str | None,
         raise _refuse_replace(store, f"it was decided under rules version "
                                      f"{store.manifest.get('rules')!r}, this arrowdedup "
                                      f"decides under {RULES_VERSION!r}")
-    if cfg.to_dict() != store.manifest.get("config"):
-        old = store.manifest.get("config") or {}
-        new = cfg.to_dict()
-        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    # Compared as parsed, so a key added since the store was written counts at its default.
+    new = cfg.to_dict()["Deduplication"]
+    old = store.config.to_dict()["Deduplication"]
+    if new != old:
+        keys = sorted(f"{section}.{key}" for section in new
+                      for key in set(new[section]) | set(old.get(section) or {})
+                      if new[section].get(key) != (old.get(section) or {}).get(key))
         raise _refuse_replace(store, f"this update's config differs from the store's "
                                      f"(in {', '.join(keys) or 'its values'})")
     old_model = store.embedding_model
@@ -149,7 +152,7 @@ def plan_update(store: Store, fps: pl.DataFrame, *, delete_missing: bool,
 
 def _input_table(
     store: Store, source: Source, timings: dict[str, float], *, embedder: Any,
-    quiet: bool, extract: dict[str, Any],
+    quiet: bool, extract: dict[str, Any], allow_moved_sources: bool = False,
 ) -> tuple[pa.Table, str | None, dict[str, Any]]:
     """The update's input as one segments table (documents are extracted and embedded through
     the store's cache), the embedding model, and the manifest extras it brings."""
@@ -166,7 +169,8 @@ def _input_table(
                 paths, store.root, embedder=embedder, quiet=quiet, timings=timings, **extract)
             return frame.to_arrow(), model, extra
         return _changed_files_table(store, paths, recorded, timings, embedder=embedder,
-                                    quiet=quiet, extract=extract)
+                                    quiet=quiet, extract=extract,
+                                    allow_moved_sources=allow_moved_sources)
     if paths:
         tables = [read_table_file(p) for p in paths]
     if not tables:
@@ -182,19 +186,27 @@ def _input_table(
 
 def _changed_files_table(
     store: Store, paths: list[Path], recorded: dict[str, Any], timings: dict[str, float], *,
-    embedder: Any, quiet: bool, extract: dict[str, Any],
+    embedder: Any, quiet: bool, extract: dict[str, Any], allow_moved_sources: bool = False,
 ) -> tuple[pa.Table, str | None, dict[str, Any]]:
     """Extract and embed only the files whose size, mtime or hash changed since the store
-    recorded them; the documents of the others are reported as present and unchanged."""
-    from .source_files import file_records, split_files
+    recorded them; the documents of the others are reported as present and unchanged.
+    Refuses, before anything is read, to take a document of the store from another file than
+    the recorded one, unless ``allow_moved_sources``."""
+    from .source_files import file_records, forget_moved, moved_summary, split_files
 
     live = set(store.documents().select(pl.col("doc_id").cast(pl.String)).collect()
                .get_column("doc_id").to_list())
     split = split_files(paths, extract.get("root"), recorded, live,
                         bool(extract.get("follow_external_symlinks")))
+    if split.moved and not allow_moved_sources:
+        raise StoreError(
+            f"store {store.root}: {moved_summary(split.moved)}; nothing was changed: check "
+            "that INPUT is the folder the store was built from, or pass "
+            "--allow-moved-sources (allow_moved_sources=True) if the files moved")
     frames: list[pl.DataFrame] = []
     records = {k: dict(v) for k, v in recorded.items() if k not in split.seen}
     records.update(split.unchanged)
+    forget_moved(records, split.moved)
     model: str | None = None
     extra: dict[str, Any] = {}
     n_files = 0
@@ -207,6 +219,7 @@ def _changed_files_table(
         frames.append(frame)
         n_files += len(files)
     extra = {**extra, "source_files": records, "present": sorted(split.unchanged_ids),
+             "moved_sources": len(split.moved),
              "extract": {**(extra.get("extract") or {}), "files": n_files}}
     if not frames:
         return pa.table({"doc_id": pa.array([], pa.string())}), model, extra
@@ -256,7 +269,9 @@ def _counts(parent: Store, plan: Plan, documents: pl.DataFrame | None) -> dict[s
 def _result(store: Store, timings: dict[str, float], cfg: DedupConfig, plan: Plan,
             start: float, *, dry_run: bool = False) -> JobResult:
     timings["total"] = time.perf_counter() - start
-    return JobResult(store, _timings(timings), cfg, changes=plan.counts(), dry_run=dry_run)
+    return JobResult(store, _timings(timings), cfg, changes=plan.counts(), dry_run=dry_run,
+                     change_ids={"added": tuple(plan.added), "changed": tuple(plan.changed),
+                                 "removed": tuple(plan.removed)})
 
 
 @reads_store
@@ -279,13 +294,17 @@ def update_store(
     scorer: SalienceScorer | None = None,
     keep_versions: int = KEEP_VERSIONS,
     quiet: bool = True,
+    allow_moved_sources: bool = False,
     extract_limits: ExtractLimits | None = None,
     follow_external_symlinks: bool = False,
 ) -> JobResult:
     """Bring ``inputs`` into the store as one delta version (see the module); ``config``
     defaults to the store's own. Refuses (naming ``--replace``) a store written before
-    deltas, and a config, embedder or extraction options other than the store's.
-    ``extract_limits`` and ``follow_external_symlinks`` as for ``ingest_to_store``."""
+    deltas, and a config, embedder or extraction options other than the store's. Refuses too
+    (naming ``--allow-moved-sources``) a document file at another path than the one the store
+    recorded for that document (another folder's file of the same doc_id, a moved
+    checkout), unless ``allow_moved_sources``. ``extract_limits`` and
+    ``follow_external_symlinks`` as for ``ingest_to_store``."""
     from .ingest import ingest, numba_threads
     from .vectors import input_rows
 
@@ -306,7 +325,8 @@ def update_store(
     table, model, extra = _input_table(
         current, inputs, timings, embedder=embedder, quiet=quiet,
         extract={**extract, "root": root, "limits": extract_limits,
-                 "follow_external_symlinks": follow_external_symlinks})
+                 "follow_external_symlinks": follow_external_symlinks},
+        allow_moved_sources=allow_moved_sources)
     check_same_rules(current, cfg, model=model or embedding_model, extract_options=None)
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
@@ -315,6 +335,7 @@ def update_store(
     fps = document_fingerprints(frame)
     timings["read"] = time.perf_counter() - t
     present = list(extra.pop("present", []))
+    moved = int(extra.pop("moved_sources", 0))
     if dry_run:
         return _result(current, timings, cfg, plan_update(
             current, fps, delete_missing=delete_missing, present=present), start, dry_run=True)
@@ -327,7 +348,9 @@ def update_store(
         parent = writer.parent
         assert parent is not None
         plan = plan_update(parent, fps, delete_missing=delete_missing, present=present)
-        if plan.empty:  # nothing to write: the current version stays
+        # Nothing to write, the current version stays; unless files moved (allowed): their
+        # new paths are recorded in a version without document changes.
+        if plan.empty and not moved:
             return _result(open_store(parent.root), timings, cfg, plan, start)
         todo = pl.Series([*plan.added, *plan.changed], dtype=pl.String)
         subset = frame.filter(pl.col("doc_id").cast(pl.String).is_in(todo.to_list()))

@@ -5,7 +5,10 @@ A store is trusted only after it has been checked from its files alone:
 - **files**: every file the manifest lists exists, has the recorded row count and checksum
   (XXH3-128; SHA-256 in format 1 stores), and no unlisted part file sits beside them (a
   half-written or foreign file);
-- **counts**: the manifest's counts equal the rows of the files;
+- **manifest**: it matches its own checksum (a manifest edited or damaged after it was written);
+- **counts**: every count the manifest states (``counts``: documents, segments in and kept,
+  each action; ``life``; ``history_layers``; the embedding dimension) equals what the files
+  hold;
 - **decisions**: one row per input segment with unique ids; the kept decisions are exactly the
   stored segments; every ``merged_near`` / ``dropped_exact`` decision names a representative
   that exists, is kept, and lies in the same document, segment type and language; the recorded
@@ -32,7 +35,8 @@ import pyarrow.parquet as pq
 
 from .errors import ArrowDedupError, StoreError
 from .store import CURRENT, Store, bucket_of, checksum_file, open_store
-from .store.layout import PART_DIRS
+from .store.integrity import manifest_problem
+from .store.layout import CHANGES, HISTORY, MANIFEST, PART_DIRS
 
 # SPEC §5: kernels may disagree on pairs within 1e-5 of the threshold.
 TOLERANCE = 1e-5
@@ -97,13 +101,17 @@ def verify_store(path: str | Path, *, max_problems: int = 100,
     root = Path(path)
     out = _Collector(max_problems)
     try:
-        store = open_store(root, version=version)
+        store = _open_lenient(root, version)
     except StoreError as err:
         if version is not None or (not (root / CURRENT).exists()
                                    and not (root / CURRENT).is_symlink()):
             raise
         out.add("manifest", str(root / CURRENT), str(err))
         return VerifyReport(root, None, tuple(out.problems), out.checked)
+    sealed = manifest_problem((store.version / MANIFEST).read_bytes(), store.manifest)
+    if sealed is not None:
+        out.add("manifest", "manifest.json", f"{sealed}; `arrowdedup rollback {root} VERSION` "
+                "makes a sound version current, or ingest again")
     notes = tuple(
         f"leftover temporary version {p.name} (from a killed run; removed by the next ingest)"
         for p in sorted((store.version.parent).glob(".tmp-*"))
@@ -117,6 +125,21 @@ def verify_store(path: str | Path, *, max_problems: int = 100,
             out.add("read", str(store.version), f"cannot read the data files: {err}")
     return VerifyReport(root, store.manifest.get("run_id"), tuple(out.problems), out.checked,
                         notes)
+
+
+def _open_lenient(root: Path, version: str | None) -> Store:
+    """The version to check, its manifest read even when it fails its own checksum (that is
+    reported as a problem, and every other check still runs)."""
+    from .store.reader import current_version, read_manifest
+    from .store.versions import resolve_version
+
+    if version is None and current_version(root) is None:
+        return open_store(root)  # raises: not a store, or a store without a current pointer
+    chosen = resolve_version(root, version) if version is not None else current_version(root)
+    assert chosen is not None
+    if not chosen.is_dir():
+        return open_store(root)
+    return Store(root, chosen.resolve(), read_manifest(chosen, strict=False))
 
 
 # ----------------------------------------------------------------------------- files
@@ -195,17 +218,84 @@ def _check_contents(store: Store, out: _Collector) -> None:
     counts = manifest.get("counts") or {}
     out.count("segments", segments.height)
     out.count("decisions", decisions.height)
-    if counts.get("segments_kept") != segments.height:
-        out.add("counts", "manifest.counts.segments_kept",
-                f"{counts.get('segments_kept')} but the segment files hold {segments.height}")
-    if counts.get("segments_in") != decisions.height:
-        out.add("counts", "manifest.counts.segments_in",
-                f"{counts.get('segments_in')} but the decision files hold {decisions.height}")
+    _count_problem(out, store, "counts.segments_kept", counts.get("segments_kept"),
+                   segments.height, "the segment files hold")
+    _count_problem(out, store, "counts.segments_in", counts.get("segments_in"),
+                   decisions.height, "the decision files hold")
+    _check_counts(store, decisions, out)
     _check_buckets(store, out)
     _check_decisions(segments, decisions, out)
     config = _config_of(store, out)
     if config is not None:
         _check_kept_pairs(store, segments, config, out)
+
+
+# The counts a manifest states beside segments_in / segments_kept: each is recomputed from the
+# files (an action count from the decisions' ``action`` column).
+_FIX = "the manifest was edited or damaged: `arrowdedup rollback {root} VERSION` makes a " \
+    "sound version current, or ingest again"
+
+
+def _count_problem(out: _Collector, store: Store, key: str, stated: Any, actual: int,
+                   what: str) -> None:
+    if isinstance(stated, bool) or not isinstance(stated, int) or stated != actual:
+        out.add("counts", f"manifest.{key}", f"states {stated!r}, {what} {actual}; "
+                + _FIX.format(root=store.root))
+
+
+def _check_counts(store: Store, decisions: pl.DataFrame, out: _Collector) -> None:
+    """Every count of the manifest (``counts``, ``life``, ``history_layers``, the embedding
+    dimension) against the files."""
+    manifest = store.manifest
+    counts = manifest.get("counts")
+    if not isinstance(counts, dict):
+        out.add("counts", "manifest.counts", f"{counts!r} is not a map of counts; "
+                + _FIX.format(root=store.root))
+        counts = {}
+    documents = store.documents().select(pl.len()).collect().item()
+    out.count("counts", 1)
+    _count_problem(out, store, "counts.documents", counts.get("documents"), documents,
+                   "the documents files hold")
+    actions = {str(a): int(n) for a, n in
+               decisions.get_column("action").cast(pl.String).value_counts().iter_rows()}
+    for key in sorted(set(counts) | set(actions)):
+        if key in ("documents", "segments_in", "segments_kept"):
+            continue
+        out.count("counts", 1)
+        _count_problem(out, store, f"counts.{key}", counts.get(key, 0), actions.get(key, 0),
+                       f"the decisions hold {key!r}")
+    life = manifest.get("life")
+    if isinstance(life, dict):
+        expected = _life_of(store, documents)
+        for key in sorted(set(life) | set(expected)):
+            out.count("counts", 1)
+            _count_problem(out, store, f"life.{key}", life.get(key, 0), expected.get(key, 0),
+                           "the version's changes say")
+    if "history_layers" in manifest and (store.version / HISTORY).exists():
+        seqs = store.read_parquet(store.version / HISTORY, ["seq"]).get_column("seq")
+        if seqs.len():
+            out.count("counts", 1)
+            _count_problem(out, store, "history_layers", manifest.get("history_layers"),
+                           int(seqs.max()) + 1, "the carried history holds layers")  # type: ignore[arg-type]
+    dim = (manifest.get("embedding") or {}).get("dim")
+    vectors = store.vectors()
+    if vectors is not None and len(vectors):
+        out.count("counts", 1)
+        _count_problem(out, store, "embedding.dim", dim, vectors.dim,
+                       "the embedding files hold vectors of dimension")
+
+
+def _life_of(store: Store, documents: int) -> dict[str, int]:
+    """What ``life`` (the documents this version added, changed, removed) must say."""
+    if store.is_layered:
+        last = store.layers()[-1].path / CHANGES
+        if not last.exists():
+            return {"added": 0, "changed": 0, "removed": 0}
+        changes = store.read_parquet(last, ["change"]).get_column("change").cast(pl.String)
+        return {k: int((changes == k).sum()) for k in ("added", "changed", "removed")}
+    if store.manifest.get("compacted_from"):
+        return {"added": 0, "changed": 0, "removed": 0}
+    return {"added": documents, "changed": 0, "removed": 0}
 
 
 def _config_of(store: Store, out: _Collector) -> Any:

@@ -23,6 +23,7 @@ from rich.cells import cell_len
 from typer.testing import CliRunner
 
 from arrowdedup.cli import app
+from arrowdedup.store.integrity import manifest_text
 
 SAMPLE = ROOT / "data" / "sample"
 # Every registered command, so a new one is held to the same rules.
@@ -224,7 +225,8 @@ def test_embedder_is_remembered_and_a_lost_one_named(built: tuple[Path, Path, st
     moved.mkdir()
     lost = dict(manifest, embedder=dict(manifest["embedder"],
                                         spec=f"model2vec:{moved / 'gone'}"))
-    (copy / "current" / "manifest.json").write_text(json.dumps(lost), encoding="utf-8")
+    (copy / "current" / "manifest.json").write_text(manifest_text(lost),
+                                                    encoding="utf-8")
     code, _, err = run(["search", str(copy), "idempotency"])
     assert code == 1
     assert "no longer exists" in err and "--embedder model2vec:PATH" in err

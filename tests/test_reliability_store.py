@@ -26,6 +26,7 @@ from arrowdedup import StoreError, ingest, open_store, verify_store, write_store
 from arrowdedup.cli import app
 from arrowdedup.job import ingest_to_store
 from arrowdedup.store import LOCK, PAUSE_ENV
+from arrowdedup.store.integrity import manifest_text
 
 runner = CliRunner()
 POINTS = ("locked", "files-written", "manifest-written", "renamed", "switched")
@@ -253,7 +254,7 @@ def test_store_of_another_format_version(tmp_path: Path) -> None:
     mpath = open_store(root).version / "manifest.json"
     manifest = json.loads(mpath.read_text())
     manifest["format_version"] = 99
-    mpath.write_text(json.dumps(manifest))
+    mpath.write_text(manifest_text(manifest))  # as a later writer would
     with pytest.raises(StoreError, match="format version 99"):
         open_store(root)
     with pytest.raises(StoreError, match=r"format version 99.*new store"):

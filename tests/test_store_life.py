@@ -21,6 +21,7 @@ from arrowdedup.job import ingest_to_store
 from arrowdedup.retrieval.bm25_layers import LayeredBm25, load_store_bm25
 from arrowdedup.retrieval.search import search
 from arrowdedup.store import store_lock
+from arrowdedup.store.integrity import manifest_text
 from arrowdedup.store.versions import list_versions, rollback
 from arrowdedup.update import compact_store, delete_documents, prune, update_store
 from arrowdedup.verify import verify_store
@@ -129,7 +130,7 @@ def test_refusals_name_replace_and_update(tmp_path: Path) -> None:
     # A store decided under other rules takes no update.
     manifest = root / "current" / "manifest.json"
     saved = manifest.read_text()
-    manifest.write_text(json.dumps({**json.loads(saved), "rules": "0"}))
+    manifest.write_text(manifest_text({**json.loads(saved), "rules": "0"}))
     with pytest.raises(StoreError, match=r"rules version '0'.*--replace"):
         update_store(root, corpus_of({0: 1}))
     manifest.write_text(saved)

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 from arrowdedup import DedupConfig, IngestionConfig, StoreError, ingest, verify_store, write_store
 from arrowdedup.cli import app
 from arrowdedup.store import bucket_of, open_store
+from arrowdedup.store.integrity import manifest_text
+from arrowdedup.store.writer import index_file_entry
 
 runner = CliRunner()
 
@@ -44,15 +46,22 @@ def _manifest_path(root: Path) -> Path:
     return open_store(root).version / "manifest.json"
 
 
+def _save(mpath: Path, manifest: dict) -> None:
+    """Write an edited manifest with a fresh manifest_checksum, as if a writer had written
+    it, so only the checks a test aims at can see the edit."""
+    mpath.write_text(manifest_text(manifest))
+
+
 def _rewrite(root: Path, rel: str, table: pa.Table) -> None:
     """Replace a data file and update the manifest, so only the content checks can see it."""
     version = open_store(root).version
     pq.write_table(table, version / rel)
     mpath = version / "manifest.json"
     manifest = json.loads(mpath.read_text())
-    digest = xxhash.xxh3_128_hexdigest((version / rel).read_bytes())
-    manifest["files"][rel] = {"rows": table.num_rows, "xxh3_128": digest}
-    mpath.write_text(json.dumps(manifest))
+    entry = index_file_entry(version / rel)
+    assert entry["xxh3_128"] == xxhash.xxh3_128_hexdigest((version / rel).read_bytes())
+    manifest["files"][rel] = {"rows": table.num_rows, **entry}
+    _save(mpath, manifest)
 
 
 def _decision_file(root: Path) -> str:
@@ -129,7 +138,7 @@ def test_row_count_mismatch(store: Path) -> None:
     rel = sorted(k for k in manifest["files"] if k.startswith("segments/"))[0]
     manifest["files"][rel]["rows"] += 1
     manifest["counts"]["segments_kept"] += 5
-    mpath.write_text(json.dumps(manifest))
+    _save(mpath, manifest)
     report = verify_store(store)
     assert any("rows, the manifest says" in p.message for p in report.problems)
 
@@ -138,7 +147,7 @@ def test_count_mismatch_in_manifest(store: Path) -> None:
     mpath = _manifest_path(store)
     manifest = json.loads(mpath.read_text())
     manifest["counts"]["segments_in"] += 3
-    mpath.write_text(json.dumps(manifest))
+    _save(mpath, manifest)
     report = verify_store(store)
     assert _checks(report) == {"counts"}
     assert "segments_in" in report.problems[0].where
@@ -186,7 +195,7 @@ def test_kept_near_duplicates_are_reported(tmp_path: Path) -> None:
     mpath = _manifest_path(root)
     manifest = json.loads(mpath.read_text())
     manifest["config"]["Deduplication"]["Ingestion"]["Enabled"] = True
-    mpath.write_text(json.dumps(manifest))
+    _save(mpath, manifest)
     report = verify_store(root)
     assert _checks(report) == {"kept-pairs"}
     assert all(">= Ingestion.SimilarityThreshold 0.9" in p.message for p in report.problems)

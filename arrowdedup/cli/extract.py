@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .app import JsonOpt, QuietOpt, app, clean_errors, console, note, print_json
+from .app import JsonOpt, QuietOpt, app, clean_errors, note, print_json, say
 from .extract_limits import (
     DEFAULT_CELLS,
     DEFAULT_COLUMNS,
@@ -107,4 +107,4 @@ def extract(
         note(f"{result.summary()} → {out}")
         print_json({"out": str(out), **result.manifest()})
         return
-    console.print(f"{result.summary()} → {out}", markup=False)
+    say(f"{result.summary()} → {out}")

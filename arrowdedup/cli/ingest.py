@@ -20,6 +20,7 @@ from .app import (
     load_config,
     note,
     print_json,
+    say,
 )
 from .extract_limits import (
     DEFAULT_CELLS,
@@ -91,7 +92,12 @@ def ingest(
         "--delete-missing", help="With --update: also remove the store's documents that "
                                  "INPUT does not hold (the store mirrors INPUT).")] = False,
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="With --update: say what would change and write nothing.")] = False,
+        "--dry-run", help="With --update: list the documents that would be added, changed "
+                          "and removed, and write nothing.")] = False,
+    allow_moved_sources: Annotated[bool, typer.Option(
+        "--allow-moved-sources",
+        help="With --update: let a document come from another file than the one the store "
+             "recorded for it (a moved checkout, or another folder on purpose).")] = False,
     replace: Annotated[bool, typer.Option(
         "--replace", help="Replace a store built from other inputs with this one (the old "
                           "versions are kept, see `arrowdedup versions`).")] = False,
@@ -141,10 +147,11 @@ def ingest(
                    language_from_path=language_from_path, key_columns=keys,
                    skip_bad_files=skip_bad_files, root=root, detect_keys=detect_keys,
                    doc_version_from_path=doc_version_from_path, keep_versions=keep_versions,
-                   quiet=quiet, as_json=as_json, extract_limits=limits,
-                   follow_external_symlinks=follow_external_symlinks)
+                   allow_moved_sources=allow_moved_sources, quiet=quiet, as_json=as_json,
+                   extract_limits=limits, follow_external_symlinks=follow_external_symlinks)
         return
-    for flag, given in (("--delete-missing", delete_missing), ("--dry-run", dry_run)):
+    for flag, given in (("--delete-missing", delete_missing), ("--dry-run", dry_run),
+                        ("--allow-moved-sources", allow_moved_sources)):
         if given:
             from ..errors import InputError
 
@@ -170,12 +177,12 @@ def ingest(
         console.print(documents_table(documents))
         for line in _key_column_lines(manifest):
             note(line)
-    console.print(result.summary(), markup=False)
+    say(result.summary())
     if not quiet:
         shown = {k: v for k, v in result.timings.items() if v >= 0.005 and k != "total"}
-        console.print("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in shown.items())
-                      + f"; total {result.timings['total']:.2f} s", markup=False)
-    console.print(f"store: {out} (version {result.version_id})", markup=False)
+        say("stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in shown.items())
+            + f"; total {result.timings['total']:.2f} s")
+    say(f"store: {out} (version {result.version_id})")
 
 
 def _manifest(version: Path) -> dict[str, Any]:

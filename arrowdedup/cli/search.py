@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..escape import escape
 from .app import (
     ConfigOpt,
     EmbedderOpt,
@@ -15,10 +16,14 @@ from .app import (
     clean_errors,
     console,
     id_width,
+    lines_width,
     middle,
     note,
     plain,
     print_json,
+    say,
+    stdout_is_terminal,
+    wrap_id,
 )
 
 if TYPE_CHECKING:
@@ -63,8 +68,9 @@ def search_payload(query: list[str], result: Any) -> dict[str, Any]:
 
 
 def results_table(title: str, results: Any, width: int) -> Table:
-    """The results, readable at any width: every field kept, the text wrapped, ids shortened
-    from the middle; ranks (dense/BM25/salience/freshness) and displaced ids under the id."""
+    """The results, readable at any width: every field kept, the text wrapped, ids wrapped at
+    their separators (:func:`wrap_id`); ranks (dense/BM25/salience/freshness) and displaced
+    ids under the id."""
     from rich.table import Table
 
     table = Table(title=title, show_lines=True, expand=False,
@@ -74,23 +80,28 @@ def results_table(title: str, results: Any, width: int) -> Table:
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("cosine", justify="right", no_wrap=True)
     ids = id_width(width, share=0.28, floor=16, cap=48)
-    table.add_column("segment\nranks d/b/s/f", no_wrap=True, max_width=ids,
-                     min_width=min(ids, 16))
-    table.add_column("text", ratio=1, min_width=16, overflow="fold")
+    cells: list[str] = []
+    texts: list[str] = []
     for r in results.iter_rows(named=True):
         ranks = "/".join(str(r[c]) if r[c] is not None else "-"
                          for c in ("rank_dense", "rank_bm25", "rank_salience", "rank_freshness"))
         sid, doc = str(r["segment_id"]), str(r["doc_id"])
-        cell = [middle(sid, ids)]
+        lines = [wrap_id(sid, ids)]
         if not sid.startswith(doc):
-            cell.append(middle(f"({doc})", ids))
+            lines.append(wrap_id(f"({doc})", ids))
         dups = len(r["displaced_ids"] or [])
-        cell.append(middle(f"{ranks}" + (f" · {dups} dup{'s' if dups != 1 else ''}"
-                                         if dups else ""), ids))
-        text = " ".join(plain(r["text"]).split())
+        lines.append(middle(f"{ranks}" + (f" · {dups} dup{'s' if dups != 1 else ''}"
+                                          if dups else ""), ids))
+        cells.append("\n".join(lines))
+        texts.append(" ".join(plain(r["text"]).split()))
+    column = max([len("ranks d/b/s/f"), *(lines_width(c) for c in cells)])
+    table.add_column("segment\nranks d/b/s/f", no_wrap=True, max_width=column,
+                     min_width=column)
+    table.add_column("text", ratio=1, min_width=16, overflow="fold")
+    for r, cell, text in zip(results.iter_rows(named=True), cells, texts, strict=True):
         cosine = r.get("cosine")
         table.add_row(str(r["rank"]), f"{r['score']:.3f}",
-                      "-" if cosine is None else f"{cosine:.3f}", "\n".join(cell),
+                      "-" if cosine is None else f"{cosine:.3f}", cell,
                       text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS - 1] + "…")
     return table
 
@@ -125,10 +136,10 @@ def search(
     title = f"{result.mode} search: {' | '.join(query)}"
     if result.where:
         title += f" (where {result.where})"
-    console.print(results_table(title, result.results, console.width))
+    console.print(results_table(escape(title), result.results, console.width))
     if result.results.height == 0:
-        console.print("no result passed the relevance floor"
-                      + (" and the filter" if result.where else ""), markup=False)
+        say("no result passed the relevance floor"
+            + (" and the filter" if result.where else ""))
     note(result.summary())
 
 
@@ -170,7 +181,10 @@ def context(
                     "dropped_duplicates": ctx.dropped,
                     "segments": ctx.segments.to_dicts()})
     else:
-        typer.echo(markdown)
+        # Documents' words never drive the terminal: on one, control characters are shown as
+        # escapes; piped, the Markdown loses them (newlines and tabs, its layout, stay).
+        typer.echo(escape(markdown, keep_layout=True, remove=not stdout_is_terminal()),
+                   color=False)
     note(ctx.search.summary())
     note(f"context: {ctx.segments.height} segments, {len(markdown):,} characters "
          f"(~{ctx.tokens_estimate():,} tokens)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -10,7 +11,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import InputError
-from .app import app, clean_errors, console, plain
+from ..escape import escape
+from .app import (
+    JsonOpt,
+    app,
+    clean_errors,
+    console,
+    plain,
+    print_json,
+    say,
+    stdout_is_terminal,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -26,8 +37,12 @@ def _number(value: Any, pct: bool = False) -> str:
     if value is None:
         return "no data yet"
     if isinstance(value, float):
-        return f"{value:.1%}" if pct else f"{value:.4g}"
-    return str(value)
+        if pct:
+            return f"{value:.1%}"
+        # A whole number is printed whole (a count summed as a double reads 638, not 638.0
+        # nor 6.38e+02).
+        return str(int(value)) if value.is_integer() and abs(value) < 2**53 else f"{value:.4g}"
+    return plain(value)
 
 
 def run_sql(con: Any, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -55,7 +70,7 @@ def _rows_table(title: str, columns: list[str], rows: list[tuple[Any, ...]]) -> 
 
     table = Table(title=title)
     for col in columns:
-        table.add_column(col)
+        table.add_column(escape(col))
     for row in rows:
         # A null in a row is a missing key (a document without language, say), not a metric
         # that lacks data.
@@ -78,6 +93,8 @@ def stats(
     StatsFormat.TABLE,
     sql: Annotated[str | None, typer.Option("--sql", help="A SQL query against the views.")] =
     None,
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] =
+    False,
 ) -> None:
     """Dedup metrics and warnings of a store (thresholds from the store's config).
 
@@ -90,10 +107,16 @@ def stats(
     a document's largest salience boost >= HighSalienceBoostThreshold.
 
     --sql queries the views: segments, decisions, documents, retrieval_log and the metrics.
+    It has full DuckDB access (files, extensions, several statements, no time limit): never
+    pass it untrusted text (search's --where is the sandboxed filter).
     """
     from ..metrics import compute_warnings, connect, corpus_metrics, metric_views, prometheus_text
     from ..store import open_store
 
+    if as_json:
+        if fmt is StatsFormat.PROMETHEUS:
+            raise InputError("--json and --format prometheus exclude each other; pick one")
+        fmt = StatsFormat.JSON
     opened = open_store(store)
     con = connect(opened)
     try:
@@ -110,7 +133,11 @@ def stats(
         metrics = corpus_metrics(con)
         warnings = compute_warnings(con, opened.config.analytics, metrics)
         if fmt is StatsFormat.PROMETHEUS:
-            typer.echo(prometheus_text(con, metrics, warnings), nl=False)
+            text = prometheus_text(con, metrics, warnings)
+            # A label value (a doc_type) is the data's own text: exact for a scraper, shown
+            # with its control characters escaped on a terminal.
+            sys.stdout.write(escape(text, keep_layout=True) if stdout_is_terminal() else text)
+            sys.stdout.flush()
             return
         by_type_cols, by_type = _group_rows(con, "dedup_by_doc_type")
         if fmt is StatsFormat.JSON:
@@ -121,7 +148,8 @@ def stats(
             return
         from rich.table import Table
 
-        table = Table(title=f"Metrics of {opened.root} (run {opened.manifest.get('run_id')})")
+        table = Table(title=escape(f"Metrics of {opened.root} "
+                                   f"(run {opened.manifest.get('run_id')})"))
         table.add_column("metric")
         table.add_column("value", justify="right")
         for name, value in metrics.items():
@@ -131,15 +159,15 @@ def stats(
         if "dedup_by_language" in metric_views(con):
             console.print(_rows_table("dedup_by_language", *_group_rows(con, "dedup_by_language")))
         if not warnings:
-            console.print("no warnings", markup=False)
+            say("no warnings")
         for w in warnings:
             docs = ""
             if w.doc_ids:
                 shown = ", ".join(w.doc_ids[:10])
                 more = f" and {len(w.doc_ids) - 10} more" if len(w.doc_ids) > 10 else ""
                 docs = f" [documents: {shown}{more}]"
-            console.print(f"warning: {w.metric} = {w.value:.3f} (threshold {w.threshold:g}): "
-                          f"{w.message}{docs}", markup=False)
+            say(f"warning: {w.metric} = {w.value:.3f} (threshold {w.threshold:g}): "
+                f"{w.message}{docs}")
     finally:
         con.close()
 
@@ -151,6 +179,7 @@ def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] =
     Path("report.html"),
     top: Annotated[int, typer.Option(help="How many of the most boosted segments to list.")] = 10,
+    as_json: JsonOpt = False,
 ) -> None:
     """Write a self-contained HTML report (plots inlined) of a store."""
     from ..metrics import write_report
@@ -158,4 +187,7 @@ def report(
     if top < 1:
         raise InputError(f"--top must be at least 1, got {top}")
     path = write_report(store, out, limit=top)
-    console.print(f"report: {path}", markup=False)
+    if as_json:
+        print_json({"store": str(store), "report": str(path), "bytes": path.stat().st_size})
+        return
+    say(f"report: {path}")

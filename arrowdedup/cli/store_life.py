@@ -5,11 +5,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .app import JsonOpt, QuietOpt, app, clean_errors, compact_table, console, note, print_json
+from ..escape import escape
+from .app import (
+    JsonOpt,
+    QuietOpt,
+    app,
+    clean_errors,
+    compact_table,
+    console,
+    note,
+    print_json,
+    say,
+    table_overhead,
+)
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 KeepOpt = Annotated[int, typer.Option(help="Versions kept after this run (older ones are "
                                            "pruned).")]
@@ -22,11 +37,35 @@ def _change_line(result: Any) -> str:
             f"{c.get('removed', 0)} removed, {c.get('unchanged', 0)} unchanged")
 
 
+# A dry run's text output names this many documents of each kind (`--json` names them all).
+SHOWN_IDS = 20
+
+
 def _payload(result: Any) -> dict[str, Any]:
+    ids = result.change_ids or {}
     return {"store": str(result.root), "version": result.version_id,
             "dry_run": bool(result.dry_run), "changes": dict(result.changes or {}),
+            "doc_ids": {kind: list(ids.get(kind, ())) for kind in ("added", "changed",
+                                                                    "removed")},
             "counts": result.counts,
             "timings": {k: float(v) for k, v in result.timings.items()}}
+
+
+def change_id_lines(result: Any, limit: int = SHOWN_IDS) -> list[str]:
+    """The documents a dry run would add, change and remove: per kind, a count and the first
+    ``limit`` doc_ids, one a line."""
+    lines: list[str] = []
+    ids = result.change_ids or {}
+    for kind, verb in (("added", "add"), ("changed", "change"), ("removed", "remove")):
+        docs = list(ids.get(kind, ()))
+        if not docs:
+            continue
+        shown = f", the first {limit}" if len(docs) > limit else ""
+        lines.append(f"would {verb} {len(docs)} document(s){shown}:")
+        lines.extend(f"  {d}" for d in docs[:limit])
+        if len(docs) > limit:
+            lines.append(f"  … and {len(docs) - limit} more (--json lists them all)")
+    return lines
 
 
 def _report(result: Any, *, quiet: bool, as_json: bool) -> None:
@@ -34,11 +73,14 @@ def _report(result: Any, *, quiet: bool, as_json: bool) -> None:
         note(_change_line(result))
         print_json(_payload(result))
         return
-    console.print(_change_line(result), markup=False)
+    say(_change_line(result))
+    if result.dry_run:
+        for line in change_id_lines(result):
+            say(line)
     if not result.dry_run and not quiet:
-        console.print(result.summary(), markup=False)
+        say(result.summary())
     suffix = " (nothing written)" if result.dry_run else ""
-    console.print(f"store: {result.root} (version {result.version_id}){suffix}", markup=False)
+    say(f"store: {result.root} (version {result.version_id}){suffix}")
 
 
 def run_update(inputs: list[Path], out: Path, cfg: Any, *, quiet: bool, as_json: bool,
@@ -90,21 +132,42 @@ def versions(
     as_json: JsonOpt = False,
 ) -> None:
     """List the kept versions, oldest first, and which one is current."""
-    from ..store.versions import list_versions
+    from ..store.versions import scan_versions
 
-    infos = list_versions(store)
+    infos, skipped = scan_versions(store)
+    for name, why in skipped:
+        note(f"skipped version {name}: {why}")
     if as_json:
         print_json([v.to_dict() for v in infos])
         return
+    console.print(versions_table(infos, console.width))
+
+
+def versions_table(infos: list[Any], width: int) -> Table:
+    """The kept versions, one line each when that fits ``width``; otherwise two lines each
+    (the id over its parent, the date over the time, counts in pairs), which fits 80
+    columns. A version id is never cut nor wrapped: it is what ``rollback`` takes."""
+    headers = ("", "id", "created_at", "parent", "docs", "segments", "added", "changed",
+               "removed", "deltas")
+    rows = [("*" if v.current else "", escape(v.id), escape((v.created_at or "")[:19]),
+             escape(v.parent or "-"), str(v.documents), str(v.segments), str(v.added),
+             str(v.changed), str(v.removed), str(v.deltas)) for v in infos]
+    natural = sum(max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers))
     table = compact_table("Versions")
-    for name in ("", "id", "created_at", "parent", "docs", "segments", "added", "changed",
-                 "removed", "deltas"):
-        table.add_column(name, no_wrap=True)
-    for v in infos:
-        table.add_row("*" if v.current else "", v.id, (v.created_at or "")[:19],
-                      v.parent or "-", str(v.documents), str(v.segments), str(v.added),
-                      str(v.changed), str(v.removed), str(v.deltas))
-    console.print(table)
+    if natural + table_overhead(len(headers)) <= width:
+        for i, name in enumerate(headers):
+            table.add_column(name, no_wrap=True, justify="right" if i > 3 else "left")
+        for row in rows:
+            table.add_row(*row)
+        return table
+    stacked = ("", "id\nparent", "created_at", "docs\nsegments", "added\nchanged",
+               "removed\ndeltas")
+    for i, name in enumerate(stacked):
+        table.add_column(name, no_wrap=True, justify="right" if i > 2 else "left")
+    for mark, vid, created, parent, *counts in rows:
+        table.add_row(mark, f"{vid}\n{parent}", created.replace("T", "\n", 1),
+                      *(f"{counts[i]}\n{counts[i + 1]}" for i in (0, 2, 4)))
+    return table
 
 
 @app.command()
@@ -113,13 +176,16 @@ def rollback(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     version: Annotated[str | None, typer.Argument(
         help="Version id to make current (default: the current version's parent).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Make a kept version current again (one atomic switch; no version is written)."""
     from ..store.versions import rollback as do_rollback
 
     info = do_rollback(store, version)
-    console.print(f"store: {store} (current version {info.id}, {info.documents} documents)",
-                  markup=False)
+    if as_json:
+        print_json({"store": str(store), "current": info.to_dict()})
+        return
+    say(f"store: {store} (current version {info.id}, {info.documents} documents)")
 
 
 @app.command()
@@ -127,18 +193,21 @@ def rollback(
 def compact(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     keep_versions: KeepOpt = 5,
+    as_json: JsonOpt = False,
 ) -> None:
     """Fold the current version's deltas into one base (a new version, the same data)."""
     from ..update import compact_store
 
     before = _current_id(store)
     result = compact_store(store, keep_versions=keep_versions)
+    if as_json:
+        print_json({"store": str(store), "version": result.version_id, "from": before,
+                    "compacted": result.version_id != before})
+        return
     if result.version_id == before:
-        console.print(f"store: {store} (version {before} has no deltas; nothing to compact)",
-                      markup=False)
+        say(f"store: {store} (version {before} has no deltas; nothing to compact)")
     else:
-        console.print(f"store: {store} (version {result.version_id}, compacted from "
-                      f"{before})", markup=False)
+        say(f"store: {store} (version {result.version_id}, compacted from {before})")
 
 
 def _current_id(store: Path) -> str:
@@ -162,19 +231,27 @@ def prune(
                                        "rows they replaced leave the disk).")] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed and "
                                                             "remove nothing.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Fold the current version's deltas, then remove old versions (never the current one,
     nor one a reader holds open)."""
     from ..update import prune as do_prune
 
     done = do_prune(store, keep=keep, fold=fold, dry_run=dry_run)
+    if as_json:
+        print_json({"store": str(store), "dry_run": dry_run,
+                    "folded_deltas": done.folded_deltas, "folded": done.folded,
+                    "removed": list(done.removed), "held": list(done.held)})
+        if done.held:
+            note(f"kept {len(done.held)} version(s) a reader holds open; prune again later")
+        return
     if done.folded_deltas:
         verb = "would fold" if dry_run else "folded"
         into = f" into {done.folded}" if done.folded else " into a compacted version"
-        console.print(f"{verb} {done.folded_deltas} delta(s){into}", markup=False)
+        say(f"{verb} {done.folded_deltas} delta(s){into}")
     verb = "would remove" if dry_run else "removed"
-    console.print(f"{verb} {len(done.removed)} version(s)"
-                  + (f": {', '.join(done.removed)}" if done.removed else ""), markup=False)
+    say(f"{verb} {len(done.removed)} version(s)"
+        + (f": {', '.join(done.removed)}" if done.removed else ""))
     if done.held:
         note(f"kept {len(done.held)} version(s) a reader holds open: {', '.join(done.held)}; prune "
              "again later")

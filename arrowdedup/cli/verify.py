@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .app import JsonOpt, app, clean_errors, console, err_console, print_json
+from .app import JsonOpt, app, clean_errors, note, print_json, say
 
 
 @app.command()
@@ -21,9 +21,9 @@ def verify(
         help="Check this kept version (an id `arrowdedup versions` lists) instead of the "
              "current one.")] = None,
 ) -> None:
-    """Check a store against its manifest (rows, sha256), its decisions (every representative
-    exists and is kept) and, in exact mode, that no kept pair of a group is a near duplicate.
-    Exit code 1 when anything is wrong."""
+    """Check a store against its manifest (files, checksums, every count), its decisions
+    (every representative exists and is kept) and, in exact mode, that no kept pair of a group
+    is a near duplicate. Exit code 1 when anything is wrong."""
     from ..verify import report_json, verify_store
 
     report = verify_store(store, max_problems=max_problems, version=version)
@@ -31,9 +31,9 @@ def verify(
         print_json(json.loads(report_json(report)))
     else:
         for problem in report.problems:
-            err_console.print(f"problem: {problem}", markup=False, soft_wrap=True)
-        for note in report.notes:
-            console.print(f"note: {note}", markup=False)
-        console.print(report.summary(), markup=False)
+            note(f"problem: {problem}")
+        for line in report.notes:
+            say(f"note: {line}")
+        say(report.summary())
     if not report.ok:
         raise typer.Exit(code=1)

@@ -65,6 +65,10 @@ _PARSERS: dict[str, Callable[[str, str], ParsedDoc]] = {
 }
 _PASSTHROUGH = frozenset({"jsonl", "parquet"})
 _SKIP_HINT = "or skip it with --skip-bad-files (skip_bad_files=True)"
+# The way out a refusal offers ("…, or skip it with --skip-bad-files"), in any extractor's
+# words: a file that was skipped under that flag is not told to use it.
+_SKIP_HINT_RE = re.compile(r"[,;:]?\s*\bor\s+(?:skip|leave)\s+(?:it|the\s+file)(?:\s+out)?\s+"
+                           r"with\s+--skip-bad-files(?:\s*\(skip_bad_files=True\))?")
 # Below this much Markdown/HTML/text, starting worker interpreters (~1-2 s) costs more than
 # it saves (the parsers run at ~1 MB/s per core).
 _PARALLEL_MIN_BYTES = 4 << 20
@@ -378,8 +382,9 @@ def extract_documents(
         except ArrowDedupError as err:
             if not skip_bad_files:
                 raise
-            log.info("skipped %s: %s", file.display, err)
-            skipped.append(SkippedFile(printable(file.rel), str(err)))
+            reason = skipped_reason(err)
+            log.info("skipped %s: %s", file.display, reason)
+            skipped.append(SkippedFile(printable(file.rel), reason))
     flush()
     unknown = [k for k in keys or [] if k not in keys_seen]
     if unknown:
@@ -514,6 +519,12 @@ def _is_utf8(name: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def skipped_reason(err: BaseException | str) -> str:
+    """Why a file was skipped under ``skip_bad_files``: the refusal without its hint to skip
+    the file with --skip-bad-files, which the run was given."""
+    return _SKIP_HINT_RE.sub("", str(err))
 
 
 def printable(path: Path | str) -> str:

@@ -39,6 +39,8 @@ def _number(value: float) -> str:
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer() and abs(value) < 2**53:
+        return str(int(value))  # a count (or a whole ratio) reads as 638, not 638.0
     return repr(float(value))
 
 

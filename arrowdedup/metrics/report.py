@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..config import AnalyticsConfig
 from ..errors import StoreError
+from ..escape import escape
 from ..store import Store, open_store
 from .views import CORPUS_METRICS, connect, corpus_metrics
 from .warnings import MetricWarning, compute_warnings
@@ -84,6 +85,14 @@ def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
     return fig, ax
 
 
+def _label(text: object) -> str:
+    """A data value as a plot label, drawn as written: matplotlib reads text between two
+    ``$`` as mathtext (a doc_type ``$x_$`` ended the report in a parse error), so ``$`` is
+    escaped (``\\$`` is drawn as ``$``); a control character, which no font has a glyph
+    for, is drawn as its escape (``\\x1b``)."""
+    return escape(text).replace("$", "\\$")
+
+
 def _no_data(ax: Any, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#555555")
 
@@ -111,7 +120,7 @@ def doc_type_figure(data: ReportData) -> Figure:
     fig, ax = _figure("Dedup ratio per doc_type", "doc_type", "dedup ratio")
     frame = data.by_doc_type
     if frame.height:
-        labels = frame.get_column("doc_type").to_list()
+        labels = [_label(t) for t in frame.get_column("doc_type").to_list()]
         ax.bar(labels, frame.get_column("value").to_list(), color="#2ca02c")
         ax.tick_params(axis="x", labelrotation=30)
     else:
@@ -147,7 +156,7 @@ def action_figure(data: ReportData) -> Figure:
             sub = dict(frame.filter(pl.col("action") == action)
                        .select("doc_type", "n").iter_rows())
             heights = [float(sub.get(t, 0)) for t in types]
-            ax.bar(types, heights, bottom=bottom, label=ACTION_LABELS[action],
+            ax.bar([_label(t) for t in types], heights, bottom=bottom, label=ACTION_LABELS[action],
                    color=ACTION_COLORS[action])
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -232,6 +241,8 @@ def top_boosted(con: duckdb.DuckDBPyConnection, limit: int = 10) -> pl.DataFrame
 def _fmt(value: float | None, pct: bool = False) -> str:
     if value is None:
         return "no data yet"
+    if isinstance(value, int):
+        return str(value)
     return f"{value:.1%}" if pct else f"{value:.3f}"
 
 

@@ -126,6 +126,10 @@ def connect(
     ``dedup_ratio_ingestion``, ``dedup_ratio_retrieval``, ``avg_salience_boost``,
     ``max_salience_boost`` (one row, one column ``value``), ``dedup_by_doc_type`` (plus
     ``dedup_by_language`` when the decisions carry a ``language`` column).
+
+    The connection has full DuckDB access (files, extensions, several statements, no time
+    limit): it is for the store's owner; never run untrusted SQL on it (``search(where=...)``
+    is the sandboxed filter).
     """
     root = store_root(store)
     current = root / CURRENT
@@ -138,6 +142,7 @@ def connect(
     }
     opened = open_store(root)
     try:
+        check_view_files(opened)
         base["changes"] = changes_sql(opened, current)
         if opened.is_layered:
             base.update(layered_sql(opened, current))
@@ -163,6 +168,22 @@ def connect(
             "run `arrowdedup verify` on it or re-ingest"
         ) from err
     return con
+
+
+def check_view_files(store: Store) -> None:
+    """Check the Parquet files the views read against their block checksums. DuckDB reads
+    them itself, by byte ranges we do not see, so each is checked whole (once per process;
+    the embeddings are not among them). The views follow ``current``: a version that becomes
+    current later is checked by the next ``connect``."""
+    from ..store.integrity import check_parquet
+    from ..store.layout import CHANGES, DECISIONS, DOCUMENTS, SEGMENTS, TOMBSTONES
+
+    for path in sorted(store.version.rglob("*.parquet")):
+        if path.parent.name in (SEGMENTS, DECISIONS) or \
+                path.name in (DOCUMENTS, TOMBSTONES, CHANGES, HISTORY):
+            guard = store.guard(path)
+            if guard is not None:
+                check_parquet(guard, None)
 
 
 def _files_sql(paths: list[Path]) -> str:
@@ -285,10 +306,11 @@ def metric_views(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def corpus_metrics(con: duckdb.DuckDBPyConnection) -> dict[str, float | None]:
-    """Each corpus-level metric's value (None when there is no data yet)."""
+    """Each corpus-level metric's value (None when there is no data yet): a count stays an
+    ``int`` (``guard_refused_merges`` prints as 638, not 638.0), a ratio is a ``float``."""
     out: dict[str, float | None] = {}
     for name in CORPUS_METRICS:
         rows = con.sql(f"SELECT value FROM {name}").fetchall()
         value = rows[0][0] if rows else None
-        out[name] = None if value is None else float(value)
+        out[name] = None if value is None else value if isinstance(value, int) else float(value)
     return out

@@ -24,6 +24,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -31,6 +32,10 @@ import pyarrow as pa
 
 from ..errors import StoreError
 from ..store.atomic import save_npy
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from ..store.integrity import FileGuard
 from .tokens import JIT_MIN_TEXTS, STOPWORDS, lowercase, tokenize, tokens_of
 
 __all__ = ["BM25_DIR", "STOPWORDS", "Bm25Builder", "Bm25Index", "build_bm25_index",
@@ -298,14 +303,20 @@ def build_bm25_index(version_dir: Path, kept: pl.DataFrame) -> None:
 class Bm25Index:
     """A loaded (memory-mapped) BM25 index of one store version."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, store: Store | None = None) -> None:
+        from ..store.integrity import load_npy, read_text
+
+        def guard(name: str) -> FileGuard | None:
+            return None if store is None else store.guard(path / name)
+
         try:
-            params = json.loads((path / FILES["params"]).read_text(encoding="utf-8"))
+            params = json.loads(read_text(path / FILES["params"], guard(FILES["params"])))
             self._vocab: dict[str, int] = json.loads(
-                (path / FILES["vocab"]).read_text(encoding="utf-8"))
-            self._data = np.load(path / FILES["data"], mmap_mode="r")
-            self._indices = np.load(path / FILES["indices"], mmap_mode="r")
-            self._indptr = np.load(path / FILES["indptr"])
+                read_text(path / FILES["vocab"], guard(FILES["vocab"])))
+            self._data = load_npy(path / FILES["data"], guard(FILES["data"]), mmap=True)
+            self._indices = load_npy(path / FILES["indices"], guard(FILES["indices"]),
+                                     mmap=True)
+            self._indptr = load_npy(path / FILES["indptr"], guard(FILES["indptr"]))
         except (OSError, ValueError, KeyError) as err:
             raise StoreError(f"the BM25 index at {path} cannot be read ({err}); re-ingest "
                              "the store") from err
@@ -331,9 +342,10 @@ class Bm25Index:
         return np.bincount(rows, weights=weights, minlength=self.size).astype(np.float32)
 
 
-def load_bm25(version_dir: Path) -> Bm25Index | None:
-    """The index of a version, or ``None`` when it has none (no text, or an older writer)."""
+def load_bm25(version_dir: Path, store: Store | None = None) -> Bm25Index | None:
+    """The index of a version, or ``None`` when it has none (no text, or an older writer);
+    with ``store`` (the version opened), each read checks the bytes it reads."""
     path = Path(version_dir) / BM25_DIR
     if not (path / FILES["params"]).exists():
         return None
-    return Bm25Index(path)
+    return Bm25Index(path, store)

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from ..errors import StoreError
 from ..store import Store
+from ..store.integrity import CheckedArray, check_parquet, load_npy, read_text
 from ..store.layout import SEGMENTS
 from .bm25 import BM25_DIR, FILES, K1, RAW_FILES, B, Bm25Index, load_bm25, tokenize
 
@@ -32,19 +33,22 @@ class _Layer:
     rows: np.ndarray  # store row of each stored row of the layer, -1 where not live
     vocab: dict[str, int]
     indptr: np.ndarray
-    indices: np.ndarray
-    tf: np.ndarray
+    indices: np.ndarray | CheckedArray
+    tf: np.ndarray | CheckedArray
     doc_len: np.ndarray
 
 
-def _layer_rows(path: Path, dead: frozenset[str]) -> np.ndarray:
+def _layer_rows(store: Store, path: Path, dead: frozenset[str]) -> np.ndarray:
     """A live mask of the layer's stored rows (segments part order)."""
     masks = []
     for part in sorted((path / SEGMENTS).glob("part-*.parquet")):
         if dead:
-            ids = pl.read_parquet(part, columns=["doc_id"]).get_column("doc_id")
+            ids = store.read_parquet(part, ["doc_id"]).get_column("doc_id")
             masks.append(~ids.cast(pl.String).is_in(sorted(dead)).to_numpy())
         else:
+            guard = store.guard(part)
+            if guard is not None:
+                check_parquet(guard, [])  # the footer, whose row count is read
             masks.append(np.ones(pq.ParquetFile(part).metadata.num_rows, dtype=bool))
     return np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
 
@@ -58,7 +62,7 @@ class LayeredBm25:
         offset = 0
         total_len = 0.0
         for layer in store.layers():
-            live = _layer_rows(layer.path, layer.dead)
+            live = _layer_rows(store, layer.path, layer.dead)
             rows = np.full(live.shape[0], -1, dtype=np.int64)
             rows[live] = offset + np.arange(int(live.sum()), dtype=np.int64)
             offset += int(live.sum())
@@ -69,18 +73,25 @@ class LayeredBm25:
                                      "(written before deltas); run `arrowdedup compact` or "
                                      "re-ingest with --replace")
                 try:
-                    vocab = json.loads((index / FILES["vocab"]).read_text(encoding="utf-8"))
-                    indptr = np.load(index / FILES["indptr"])
-                    indices = np.load(index / FILES["indices"], mmap_mode="r")
-                    tf = np.load(index / RAW_FILES["tf"], mmap_mode="r")
-                    doc_len = np.load(index / RAW_FILES["doc_len"]).astype(np.float64)
+                    vocab = json.loads(read_text(index / FILES["vocab"],
+                                                 store.guard(index / FILES["vocab"])))
+                    indptr = load_npy(index / FILES["indptr"],
+                                      store.guard(index / FILES["indptr"]))
+                    indices = load_npy(index / FILES["indices"],
+                                       store.guard(index / FILES["indices"]), mmap=True)
+                    tf = load_npy(index / RAW_FILES["tf"], store.guard(index / RAW_FILES["tf"]),
+                                  mmap=True)
+                    doc_len = load_npy(index / RAW_FILES["doc_len"],
+                                       store.guard(index / RAW_FILES["doc_len"])
+                                       ).astype(np.float64)
                 except (OSError, ValueError) as err:
                     raise StoreError(f"the BM25 index at {index} cannot be read ({err}); "
                                      "run `arrowdedup verify`, then compact or re-ingest") \
                         from err
             else:  # no kept text with a token in this layer
                 vocab, indptr = {}, np.zeros(1, np.int64)
-                indices, tf = np.zeros(0, np.int32), np.zeros(0, np.int32)
+                indices = CheckedArray(np.zeros(0, np.int32), None, 0)
+                tf = CheckedArray(np.zeros(0, np.int32), None, 0)
                 doc_len = np.zeros(live.shape[0], np.float64)
             if doc_len.shape[0] != live.shape[0]:
                 raise StoreError(f"the BM25 index at {index} covers {doc_len.shape[0]} rows, "
@@ -134,7 +145,7 @@ def load_store_bm25(store: Store) -> Bm25Index | LayeredBm25 | None:
     """The BM25 index of a version: the precomputed one of a single layer, merged layers for
     a version with deltas; ``None`` when the version has none."""
     if not store.is_layered:
-        return load_bm25(store.version)
+        return load_bm25(store.version, store)
     if not any((layer.path / BM25_DIR / FILES["params"]).exists() for layer in store.layers()):
         return None
     return LayeredBm25(store)

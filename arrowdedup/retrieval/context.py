@@ -215,7 +215,8 @@ def build_context(
     linked_by: list[str | None] = [None] * len(rows)
     introduced_by: list[str | None] = [None] * len(rows)
     seen = set(rows)
-    allowed = view.allowed_rows(where)  # sorted rows that satisfy ``where`` (None: all)
+    # Sorted rows that satisfy ``where`` (None: all).
+    allowed = view.allowed_rows(where, cfg.retrieval.where_timeout_ms)
 
     def add(row: int, kind: str, r: int, key: str | None = None,
             intro: str | None = None) -> None:

@@ -5,7 +5,9 @@
 - :mod:`.atomic`: the one atomic-write helper (also used by the embedding cache, the
   retrieval log and ``extract``);
 - :mod:`.writer`: :class:`StoreWriter`, bucket by bucket, then one atomic switch;
-- :mod:`.reader`: :func:`open_store` and :class:`Store` (LazyFrames and stored vectors).
+- :mod:`.reader`: :func:`open_store` and :class:`Store` (LazyFrames and stored vectors);
+- :mod:`.integrity`: block checksums of every file, checked for the bytes a read touches, and
+  the manifest's own checksum (damage is refused, never read back as data).
 
 The store imports neither ingestion nor retrieval: the job path (:mod:`arrowdedup.job`)
 registers the indexes a version gets.

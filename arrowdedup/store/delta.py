@@ -35,6 +35,7 @@ import pyarrow as pa
 from ..errors import StoreError
 from .atomic import fsync_dir, fsync_file
 from .fingerprint import FINGERPRINT_KIND, document_fingerprints
+from .integrity import BLOCK_INFO, BLOCK_KEY
 from .layout import (
     CHANGES,
     DELTAS,
@@ -121,14 +122,14 @@ class DeltaWriter:
         end_run(self.root, self.tmp, self._stack, err)
 
     def _write(self, rel: str, data: Any, rows: int | None) -> None:
-        from .writer import CHECKSUM, write_data_file
+        from .writer import write_data_entry
 
         assert self.tmp is not None
         path = self.tmp / self.layer / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        digest = write_data_file(path, data)
+        entry = write_data_entry(path, data)
         fsync_file(path)
-        self.files[f"{self.layer}/{rel}"] = {"rows": rows, CHECKSUM: digest}
+        self.files[f"{self.layer}/{rel}"] = {"rows": rows, **entry}
 
     def write(
         self,
@@ -142,7 +143,7 @@ class DeltaWriter:
         :class:`arrowdedup.ingest.IngestionResult` of the new and changed documents, or
         ``None`` for a delete), their ``inputs`` rows (fingerprints), the ``tombstones`` and
         the ``changes`` rows; the registered indexes are built over the layer's kept rows."""
-        from .writer import CHECKSUM, checksum_file, encode_bucket, parquet_bytes
+        from .writer import encode_bucket, index_file_entry, parquet_bytes
 
         assert self.tmp is not None and self.parent is not None
         t0 = time.perf_counter()
@@ -172,7 +173,7 @@ class DeltaWriter:
                 rel_path = path.relative_to(self.tmp).as_posix()
                 if rel_path not in ours:
                     fsync_file(path)
-                    self.files[rel_path] = {"rows": None, CHECKSUM: checksum_file(path)}
+                    self.files[rel_path] = {"rows": None, **index_file_entry(path)}
             self.timings["index"] += time.perf_counter() - ti
         stones = pa.table({"doc_id": pa.array(sorted(tombstones), type=pa.string())})
         self._write(TOMBSTONES, parquet_bytes(stones), stones.num_rows)
@@ -202,6 +203,12 @@ class DeltaWriter:
             "timings": dict(timings or {}),
             "fingerprints": FINGERPRINT_KIND,
         }
+        if not all("blocks" in e for e in self.files.values() if isinstance(e, dict)):
+            # A parent written before block checksums: its files have none, so the version
+            # says it has none and is read as before (``verify`` checks its files whole).
+            manifest.pop(BLOCK_KEY, None)
+        else:
+            manifest[BLOCK_KEY] = dict(BLOCK_INFO)
         _pause_point("files-written")
         for sub in {self.tmp / self.layer, *(self.tmp / self.layer).rglob("*")}:
             if sub.is_dir():

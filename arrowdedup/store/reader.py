@@ -16,8 +16,10 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as ipc
+from polars.io.plugins import register_io_source
 
 from ..errors import ArrowDedupError, StoreError
+from .integrity import BLOCK_SIZE, FileGuard, check_parquet, guard_for, manifest_problem
 from .layout import (
     CHANGES,
     CURRENT,
@@ -48,11 +50,80 @@ class Layer:
         return frame.filter(~pl.col("doc_id").cast(pl.String).is_in(sorted(self.dead)))
 
 
-def _tombstones(layer: Path) -> set[str]:
+def _tombstones(layer: Path, guard: Callable[[Path], FileGuard | None]) -> set[str]:
     path = layer / TOMBSTONES
     if not path.exists():
         return set()
-    return set(pl.read_parquet(path).get_column("doc_id").cast(pl.String).to_list())
+    frame = read_parquet_checked(path, guard(path), ["doc_id"])
+    return set(frame.get_column("doc_id").cast(pl.String).to_list())
+
+
+def read_parquet_checked(path: Path, guard: FileGuard | None,
+                         columns: list[str] | None = None) -> pl.DataFrame:
+    """``pl.read_parquet`` of a store file after checking the bytes it reads (when the
+    version has block checksums)."""
+    if guard is not None:
+        check_parquet(guard, columns)
+    return pl.read_parquet(path, columns=columns)
+
+
+def scan_parquet_checked(path: Path, guard: FileGuard | None) -> pl.LazyFrame:
+    """``pl.scan_parquet`` of a store file whose collect first checks the footer and the
+    column chunks it reads (the projected and filtered columns only)."""
+    if guard is None:
+        return pl.scan_parquet(path)
+    check_parquet(guard, [])  # the footer, before anything parses it
+    schema = pl.scan_parquet(path).collect_schema()
+
+    def source(with_columns: list[str] | None, predicate: pl.Expr | None,
+               n_rows: int | None, batch_size: int | None) -> Any:
+        del batch_size
+        needed = None if with_columns is None else set(with_columns)
+        if needed is not None and predicate is not None:
+            needed |= set(predicate.meta.root_names())
+        check_parquet(guard, needed)
+        lf = pl.scan_parquet(path)
+        if predicate is not None:
+            lf = lf.filter(predicate)
+        if with_columns is not None:
+            lf = lf.select(with_columns)
+        if n_rows is not None:
+            lf = lf.head(n_rows)
+        yield lf.collect()
+
+    return register_io_source(source, schema=schema)
+
+
+def scan_ipc_checked(path: Path, guard: FileGuard | None) -> pl.LazyFrame:
+    """``pl.scan_ipc`` of an embeddings file whose collect first checks the whole file (a
+    read of its rows reads all of it; a query that does not use them does not read it)."""
+    if guard is None:
+        return pl.scan_ipc(path)
+    # The schema is read from the file's footer and its first message: those blocks now,
+    # the rest when rows are read.
+    guard.check(max(0, guard.size - 10), guard.size)
+    with open(path, "rb") as fh:
+        fh.seek(max(0, guard.size - 10))
+        tail = fh.read(4)
+    footer = int.from_bytes(tail, "little", signed=True) if len(tail) == 4 else guard.size
+    guard.check(max(0, guard.size - 10 - max(footer, 0)), guard.size)
+    guard.check(0, 1)
+    schema = pl.scan_ipc(path).collect_schema()
+
+    def source(with_columns: list[str] | None, predicate: pl.Expr | None,
+               n_rows: int | None, batch_size: int | None) -> Any:
+        del batch_size
+        guard.check_all()
+        lf = pl.scan_ipc(path)
+        if predicate is not None:
+            lf = lf.filter(predicate)
+        if with_columns is not None:
+            lf = lf.select(with_columns)
+        if n_rows is not None:
+            lf = lf.head(n_rows)
+        yield lf.collect()
+
+    return register_io_source(source, schema=schema)
 
 
 def pin_version(version: Path) -> int | None:
@@ -89,14 +160,25 @@ def current_manifest(root: Path) -> dict[str, Any] | None:
     return read_manifest(version)
 
 
-def read_manifest(version: Path) -> dict[str, Any]:
+def read_manifest(version: Path, *, strict: bool = True) -> dict[str, Any]:
+    """The manifest of ``version``; ``strict`` (readers): refused when it fails its own
+    checksum (``verify`` reads it leniently and reports that as one problem)."""
+    root = version.parent.parent
+    way_out = (f"`arrowdedup verify {root}` lists the damage, `arrowdedup rollback {root} "
+               "VERSION` makes a sound version current (or ingest again)")
     try:
-        data = json.loads((version / MANIFEST).read_text(encoding="utf-8"))
+        raw = (version / MANIFEST).read_bytes()
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError) as err:  # ValueError: bad JSON, or bytes that are not UTF-8
-        raise StoreError(f"manifest of {version} is missing or damaged ({err}); "
-                         "run `arrowdedup verify` or re-ingest") from err
+        raise StoreError(f"manifest of {version} is missing or damaged "
+                         f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
+                         f"{way_out}") from err
     if not isinstance(data, dict):
-        raise StoreError(f"manifest of {version} is not a JSON object; re-ingest")
+        raise StoreError(f"manifest of {version} is not a JSON object (damaged); {way_out}")
+    if strict:
+        problem = manifest_problem(raw, data)
+        if problem is not None:
+            raise StoreError(f"manifest of {version} is damaged ({problem}); {way_out}")
     return data
 
 
@@ -105,10 +187,22 @@ def read_manifest(version: Path) -> dict[str, Any]:
 _READERS = ("polars", "pyarrow", "duckdb", "_duckdb")
 
 
+def is_panic(err: BaseException) -> bool:
+    """True for a Rust panic surfaced by PyO3 (``pyo3_runtime.PanicException``, a
+    BaseException: ``except Exception`` misses it), matched by name, not imported."""
+    return type(err).__name__ == "PanicException" or \
+        type(err).__module__.split(".")[0] == "pyo3_runtime"
+
+
 def read_failure(err: BaseException) -> bool:
-    """True for an error a reading library raised on a store file's bytes (not ours)."""
+    """True for an error a reading library raised on a store file's bytes (not ours),
+    native panics included."""
     if isinstance(err, ArrowDedupError):
         return False
+    if is_panic(err):
+        return True
+    if not isinstance(err, Exception):
+        return False  # KeyboardInterrupt, SystemExit, ...
     module = type(err).__module__.split(".")[0]
     return module in _READERS or isinstance(err, UnicodeDecodeError)
 
@@ -133,7 +227,7 @@ def reads_store(func: F) -> F:
     def wrapper(store: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return func(store, *args, **kwargs)
-        except Exception as err:
+        except BaseException as err:
             if not read_failure(err):
                 raise
             raise damaged(store.root if isinstance(store, Store) else store, err) from err
@@ -146,6 +240,63 @@ def _mapped_table(path: Path) -> pa.Table:
         return ipc.open_file(source).read_all()
 
 
+class RowGuard:
+    """Checks the blocks of a memory-mapped embeddings file that rows of its matrix lie in,
+    before they are read (the rest of the file is checked when it is opened)."""
+
+    def __init__(self, guard: FileGuard, start: int, row_bytes: int) -> None:
+        self.guard = guard
+        self.start = start
+        self.row_bytes = row_bytes
+
+    def span(self, a: int, b: int) -> None:
+        """Rows ``a`` to ``b`` (exclusive)."""
+        self.guard.check(self.start + a * self.row_bytes, self.start + b * self.row_bytes)
+
+    def rows(self, rows: np.ndarray) -> None:
+        """Scattered rows: each block that holds one is checked once."""
+        if rows.size == 0 or self.guard.complete:
+            return
+        first = (self.start + rows * self.row_bytes) // BLOCK_SIZE
+        last = (self.start + (rows + 1) * self.row_bytes - 1) // BLOCK_SIZE
+        blocks = np.unique(np.concatenate([first, last]))
+        for block in blocks.tolist():
+            self.guard.check(block * BLOCK_SIZE, block * BLOCK_SIZE + 1)
+
+
+def _mapped_checked(path: Path, guard: FileGuard | None
+                    ) -> tuple[pa.Table, RowGuard | None]:
+    """The memory-mapped table of an embeddings file and the guard of its matrix rows: every
+    block but those wholly inside the embedding values is checked here (the footer, the
+    schema, the inverse norms), the values' blocks when rows are read."""
+    if guard is None:
+        return _mapped_table(path), None
+    guard.check(max(0, guard.size - 10), guard.size)  # footer length and magic
+    with pa.memory_map(str(path), "r") as source:
+        table = ipc.open_file(source).read_all()
+        source.seek(0)
+        base = source.read_buffer(1).address if guard.size else 0
+    column = table.column("embedding")
+    values = None
+    if column.num_chunks == 1 and pa.types.is_fixed_size_list(column.type):
+        buffers = column.chunks[0].values.buffers()
+        values = buffers[1] if len(buffers) > 1 else None
+    if values is None or table.num_rows == 0:
+        guard.check_all()
+        return table, None
+    start = values.address - base
+    end = start + values.size
+    row_bytes = column.type.list_size * column.type.value_type.bit_width // 8
+    if not (0 < start <= end <= guard.size) or row_bytes <= 0:
+        guard.check_all()
+        return table, None
+    inner_first = -(-start // BLOCK_SIZE)  # first block wholly inside the values
+    inner_end = end // BLOCK_SIZE  # one past the last block wholly inside
+    guard.check(0, inner_first * BLOCK_SIZE)
+    guard.check(max(inner_end * BLOCK_SIZE, inner_first * BLOCK_SIZE), guard.size)
+    return table, RowGuard(guard, start, row_bytes)
+
+
 class StoredVectors:
     """The kept embeddings of one version as stored — one memory-mapped matrix per bucket
     file, in store order — with their inverse norms.
@@ -156,8 +307,12 @@ class StoredVectors:
     """
 
     def __init__(self, parts: list[np.ndarray], inv_norm: np.ndarray,
-                 live: np.ndarray | None = None) -> None:
+                 live: np.ndarray | None = None,
+                 guards: list[RowGuard | None] | None = None) -> None:
         self.parts = parts
+        # Per part, the check of the stored bytes of its rows before they are read (None:
+        # a store without block checksums, or a matrix in memory).
+        self.guards = guards if guards is not None else [None] * len(parts)
         self.offsets = np.concatenate([[0], np.cumsum([p.shape[0] for p in parts])]) \
             .astype(np.int64)
         # ``live``: the stored row behind each row of this version (a version with deltas
@@ -179,6 +334,7 @@ class StoredVectors:
         """
         if self.live is None:
             return self
+        self._check_all()
         out = np.empty((self.live.shape[0], self.dim), dtype=np.float32)
         part = np.searchsorted(self.offsets, self.live, side="right") - 1
         bounds = np.searchsorted(part, np.arange(len(self.parts) + 1))
@@ -222,6 +378,7 @@ class StoredVectors:
         """(n, m) cosines of every stored row with each unit query (rows without a usable
         embedding score 0)."""
         q = np.ascontiguousarray(queries, dtype=np.float32)
+        self._check_all()
         pieces = [np.asarray(p @ q.T, dtype=np.float32) for p in self.parts]
         out = np.concatenate(pieces) if pieces else np.zeros((0, q.shape[0]), np.float32)
         if self.live is not None:
@@ -239,8 +396,17 @@ class StoredVectors:
         part = np.searchsorted(self.offsets, rows, side="right") - 1
         for p in np.unique(part).tolist():
             hit = part == p
-            out[hit] = self.parts[p][rows[hit] - self.offsets[p]]
+            local = rows[hit] - self.offsets[p]
+            guard = self.guards[p]
+            if guard is not None:
+                guard.rows(local)
+            out[hit] = self.parts[p][local]
         return out
+
+    def _check_all(self) -> None:
+        for part, guard in zip(self.parts, self.guards, strict=True):
+            if guard is not None:
+                guard.span(0, part.shape[0])
 
     def unit(self, rows: np.ndarray) -> np.ndarray:
         """Unit float32 vectors of ``rows`` (zero rows where not usable)."""
@@ -251,14 +417,19 @@ class StoredVectors:
         return out
 
 
-def _part_vectors(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(matrix as stored, inverse norms) of one embeddings file; the matrix is a zero-copy
-    memory map when the column is a fixed-size list without nulls inside its values."""
+def _part_vectors(path: Path, guard: FileGuard | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, RowGuard | None]:
+    """(matrix as stored, inverse norms, the guard of its rows) of one embeddings file; the
+    matrix is a zero-copy memory map when the column is a fixed-size list without nulls
+    inside its values."""
     from ..vectors import embeddings_from, fixed_size_values, inverse_norms
 
-    table = _mapped_table(path)
+    table, rows_guard = _mapped_checked(path, guard)
     column = table.column("embedding")
     matrix = fixed_size_values(column)
+    if rows_guard is not None and (matrix is None or column.null_count):
+        rows_guard.span(0, table.num_rows)  # read whole below (copied or normed)
+        rows_guard = None
     inv: np.ndarray | None = None
     if INV_NORM in table.column_names:
         inv = np.asarray(table.column(INV_NORM).to_numpy(), dtype=np.float32)
@@ -272,10 +443,12 @@ def _part_vectors(path: Path) -> tuple[np.ndarray, np.ndarray]:
             inv = inverse_norms(matrix, emb.sq_norm)
             inv[~emb.usable] = 0.0
     if inv is None:  # format 1: no stored inverse norms
+        if rows_guard is not None:
+            rows_guard.span(0, table.num_rows)
         inv = inverse_norms(matrix)
         if column.null_count:
             inv[~np.asarray(column.is_valid().to_numpy(zero_copy_only=False), bool)] = 0.0
-    return matrix, inv
+    return matrix, inv, rows_guard
 
 
 class Store:
@@ -334,7 +507,7 @@ class Store:
         if self._layers is None:
             names = self.manifest.get("layers") or [""]
             dirs = [self.version / n if n else self.version for n in names]
-            stones = [_tombstones(d) for d in dirs]
+            stones = [_tombstones(d, self.guard) for d in dirs]
             out: list[Layer] = []
             later: set[str] = set()
             for name, d, t in reversed(list(zip(names, dirs, stones, strict=True))):
@@ -342,6 +515,19 @@ class Store:
                 later |= t
             self._layers = out[::-1]
         return self._layers
+
+    def guard(self, path: Path) -> FileGuard | None:
+        """The block checksums of one file of this version (None: the version predates
+        them); refuses a file the version does not list."""
+        return guard_for(self.root, self.version, self.manifest, path)
+
+    def scan_parquet(self, path: Path) -> pl.LazyFrame:
+        """A lazy read of one Parquet file of this version that checks what it reads."""
+        return scan_parquet_checked(path, self.guard(path))
+
+    def read_parquet(self, path: Path, columns: list[str] | None = None) -> pl.DataFrame:
+        """An eager read of one Parquet file of this version that checks what it reads."""
+        return read_parquet_checked(path, self.guard(path), columns)
 
     @property
     def is_layered(self) -> bool:
@@ -355,11 +541,18 @@ class Store:
         for layer in self.layers():
             parts = sorted((layer.path / sub).glob("part-*.parquet"))
             if parts:
-                frames.append(layer.live(pl.scan_parquet(parts)))
+                frames.append(layer.live(self._scan_parts(parts)))
         if not frames:
             if required:
                 raise StoreError(f"store {self.root} has no {sub} files; re-ingest")
             return None
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+
+    def _scan_parts(self, parts: list[Path]) -> pl.LazyFrame:
+        guards = [self.guard(p) for p in parts]
+        if all(g is None for g in guards):
+            return pl.scan_parquet(parts)
+        frames = [scan_parquet_checked(p, g) for p, g in zip(parts, guards, strict=True)]
         return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
 
     def segments(self, *, with_embeddings: bool = True) -> pl.LazyFrame:
@@ -367,11 +560,11 @@ class Store:
         frames = []
         for layer in self.layers():
             for path in sorted((layer.path / SEGMENTS).glob("part-*.parquet")):
-                lf = pl.scan_parquet(path)
+                lf = self.scan_parquet(path)
                 emb_path = layer.path / EMBEDDINGS / (path.stem + ".arrow")
                 if with_embeddings and emb_path.exists():
-                    lf = pl.concat([lf, pl.scan_ipc(emb_path).select("embedding")],
-                                   how="horizontal")
+                    emb = scan_ipc_checked(emb_path, self.guard(emb_path))
+                    lf = pl.concat([lf, emb.select("embedding")], how="horizontal")
                 frames.append(layer.live(lf))
         if not frames:
             raise StoreError(f"store {self.root} has no segment files; re-ingest")
@@ -383,7 +576,7 @@ class Store:
         return out
 
     def documents(self) -> pl.LazyFrame:
-        frames = [layer.live(pl.scan_parquet(layer.path / DOCUMENTS))
+        frames = [layer.live(self.scan_parquet(layer.path / DOCUMENTS))
                   for layer in self.layers() if (layer.path / DOCUMENTS).exists()]
         if not frames:
             return pl.scan_parquet(self.version / DOCUMENTS)  # raises the clear read error
@@ -415,17 +608,17 @@ class Store:
                   "change": pl.String}
         carried, deltas = self.change_layers()
         if carried:
-            frames = [pl.read_parquet(self.version / HISTORY).cast(schema)]  # type: ignore[arg-type]
+            frames = [self.read_parquet(self.version / HISTORY).cast(schema)]  # type: ignore[arg-type]
         else:
             base_id = str(self.manifest.get("base") or self.run_id)
             docs = self.version / DOCUMENTS
-            ids = (pl.read_parquet(docs, columns=["doc_id"]).get_column("doc_id")
+            ids = (self.read_parquet(docs, ["doc_id"]).get_column("doc_id")
                    .cast(pl.String) if docs.exists() else pl.Series("doc_id", [], pl.String))
             frames = [pl.DataFrame({"seq": pl.Series([0] * len(ids), dtype=pl.Int64),
                                     "version": [base_id] * len(ids), "doc_id": ids,
                                     "change": ["added"] * len(ids)}, schema=schema)]
         for seq, version, rel in deltas:
-            frames.append(pl.read_parquet(self.version / rel).select(
+            frames.append(self.read_parquet(self.version / rel).select(
                 pl.lit(seq, pl.Int64).alias("seq"), pl.lit(version).alias("version"),
                 pl.col("doc_id").cast(pl.String), pl.col("change").cast(pl.String)))
         return pl.concat(frames, how="vertical").sort(["seq", "doc_id"], maintain_order=True)
@@ -439,17 +632,19 @@ class Store:
         ``None`` when the version stores no embeddings."""
         if self._vectors is False:
             loaded: list[tuple[np.ndarray, np.ndarray]] = []
+            guards: list[RowGuard | None] = []
             live: list[np.ndarray] = []
             offset = 0
             any_dead = False
             for layer in self.layers():
                 for path in sorted((layer.path / EMBEDDINGS).glob("part-*.arrow")):
-                    matrix, inv = _part_vectors(path)
+                    matrix, inv, rows_guard = _part_vectors(path, self.guard(path))
                     loaded.append((matrix, inv))
+                    guards.append(rows_guard)
                     keep = np.arange(offset, offset + matrix.shape[0], dtype=np.int64)
                     if layer.dead:
-                        ids = pl.read_parquet(layer.path / SEGMENTS / (path.stem + ".parquet"),
-                                              columns=["doc_id"]).get_column("doc_id")
+                        ids = self.read_parquet(layer.path / SEGMENTS / (path.stem + ".parquet"),
+                                                ["doc_id"]).get_column("doc_id")
                         mask = ~ids.cast(pl.String).is_in(sorted(layer.dead)).to_numpy()
                         any_dead = any_dead or not mask.all()
                         keep = keep[mask]
@@ -464,7 +659,7 @@ class Store:
                                      f"{sorted(dims)}; the version is damaged, re-ingest")
                 self._vectors = StoredVectors(
                     [m for m, _ in loaded], np.concatenate([i for _, i in loaded]),
-                    np.concatenate(live) if any_dead else None)
+                    np.concatenate(live) if any_dead else None, guards)
         return self._vectors  # type: ignore[return-value]
 
     @property
@@ -490,6 +685,12 @@ def open_store(path: str | Path | Store, *, version: str | None = None) -> Store
         chosen = resolve_version(root, version)
         return Store(root, chosen.resolve(), read_manifest(chosen))
     path_now = current_version(root)
+    if path_now is None and not (root / CURRENT).is_symlink():
+        from .versions import stranded_message
+
+        stranded = stranded_message(root)
+        if stranded is not None:
+            raise StoreError(stranded)
     if path_now is None or not path_now.is_dir():
         raise StoreError(
             f"{root} is not an arrowdedup store (no '{CURRENT}' version); "

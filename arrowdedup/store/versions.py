@@ -80,14 +80,39 @@ def _info(path: Path, current: Path | None) -> VersionInfo:
     )
 
 
-def list_versions(root: str | Path) -> list[VersionInfo]:
-    """Every kept version of the store, oldest first, the current one marked."""
+def scan_versions(root: str | Path) -> tuple[list[VersionInfo], list[tuple[str, str]]]:
+    """(every kept version whose manifest is sound, oldest first, the current one marked;
+    (id, why) of each version skipped because its manifest is missing or damaged)."""
     root = Path(root)
     if not (root / CURRENT).exists() and not (root / VERSIONS).is_dir():
         raise StoreError(f"no store at {root}; create one with `arrowdedup ingest ... --out "
                          f"{root}`")
     current = current_version(root)
-    return [_info(p, current) for p in version_dirs(root)]
+    infos: list[VersionInfo] = []
+    skipped: list[tuple[str, str]] = []
+    for path in version_dirs(root):
+        try:
+            infos.append(_info(path, current))
+        except (StoreError, TypeError, ValueError) as err:
+            skipped.append((path.name, str(err)))
+    return infos, skipped
+
+
+def list_versions(root: str | Path) -> list[VersionInfo]:
+    """Every kept version of the store whose manifest is sound, oldest first, the current
+    one marked (:func:`scan_versions` also names the skipped ones)."""
+    return scan_versions(root)[0]
+
+
+def stranded_message(root: Path) -> str | None:
+    """The refusal for a store whose ``current`` pointer is gone while versions remain (None
+    when it has no version either): the versions found and the command that restores it."""
+    found = [p.name for p in version_dirs(root)]
+    if not found:
+        return None
+    return (f"store {root} has no current version (its '{CURRENT}' pointer is missing); "
+            f"versions found: {', '.join(found)}; `arrowdedup rollback {root} VERSION` makes "
+            "one current again")
 
 
 def resolve_version(root: Path, version: str) -> Path:
@@ -116,8 +141,15 @@ def rollback(root: str | Path, version: str | None = None) -> VersionInfo:
     root = Path(root)
     with store_lock(root):
         current = current_version(root)
+        if current is None and version is None:
+            raise StoreError(stranded_message(root) or
+                             f"{root} is not an arrowdedup store (no '{CURRENT}' version)")
         if current is None:
-            raise StoreError(f"{root} is not an arrowdedup store (no '{CURRENT}' version)")
+            # A stranded store: the named version becomes current (its manifest must be sound).
+            target = resolve_version(root, str(version))
+            info = _info(target, target.resolve())
+            switch_current(root, target)
+            return info
         if version is None:
             parent = read_manifest(current).get("parent")
             if not parent:
@@ -126,8 +158,9 @@ def rollback(root: str | Path, version: str | None = None) -> VersionInfo:
                                  "versions` lists them)")
             version = str(parent)
         target = resolve_version(root, version)
+        info = _info(target, target.resolve())  # refuses a version whose manifest is damaged
         switch_current(root, target)
-        return _info(target, target.resolve())
+        return info
 
 
 def is_pinned(version: Path) -> bool:

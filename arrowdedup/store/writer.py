@@ -19,7 +19,6 @@ import dataclasses
 import datetime as dt
 import errno
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -45,6 +44,7 @@ from .atomic import (
     write_chunked,
     write_image,
 )
+from .integrity import BLOCK_INFO, BLOCK_KEY, block_digests, file_digests, manifest_text
 from .layout import (
     CURRENT,
     DECISIONS,
@@ -144,6 +144,12 @@ def checksum_file(path: Path, algo: str = CHECKSUM) -> str:
     return str(h.hexdigest())
 
 
+def index_file_entry(path: Path) -> dict[str, Any]:
+    """The manifest entry (:func:`file_entry`) of a file already on disk, read once."""
+    digest, blocks, size = file_digests(path, CHECKSUM)
+    return {CHECKSUM: digest, "bytes": size, "blocks": blocks}
+
+
 def sha256_file(path: Path) -> str:
     """Hex SHA-256 of a file (the checksums of format 1 stores)."""
     return checksum_file(path, "sha256")
@@ -195,7 +201,7 @@ def publish_version(root: Path, tmp: Path, final: Path, manifest: Mapping[str, A
     (synced), one rename to ``final``, and the atomic switch of ``current``. A crash before the
     switch leaves the previous version current and whole."""
     mpath = tmp / MANIFEST
-    mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+    mpath.write_text(manifest_text(manifest), encoding="utf-8")
     fsync_file(mpath)
     fsync_dir(tmp)
     _pause_point("manifest-written")
@@ -241,6 +247,14 @@ class StagedFile:
     :attr:`BucketOutput.files`."""
 
     checksum: str
+    size: int | None = None  # None: a writer that predates block checksums
+    blocks: str | None = None
+
+    def entry(self) -> dict[str, Any]:
+        out: dict[str, Any] = {CHECKSUM: self.checksum}
+        if self.size is not None and self.blocks is not None:
+            out.update(bytes=self.size, blocks=self.blocks)
+        return out
 
 
 def write_staged(staging: str | Path, out: BucketOutput,
@@ -252,8 +266,10 @@ def write_staged(staging: str | Path, out: BucketOutput,
     each file and lists it in the manifest; a run that fails removes the directory as before.
     ``pool`` lends the images of the large files (a Ray worker's, reused across its tasks).
     """
-    files = [(rel, StagedFile(write_into(Path(staging), rel, data, pool)), rows)
-             for rel, data, rows in out.files]
+    files = []
+    for rel, data, rows in out.files:
+        entry = write_into(Path(staging), rel, data, pool)
+        files.append((rel, StagedFile(entry[CHECKSUM], entry["bytes"], entry["blocks"]), rows))
     return dataclasses.replace(out, files=files)
 
 
@@ -278,13 +294,14 @@ def parquet_bytes(table: pa.Table) -> pa.Buffer:
 
 
 def write_into(version: Path, rel: str, data: bytes | pa.Buffer | pa.Table,
-               pool: ScratchPool | None = None) -> str:
-    """Write file ``rel`` of the version being built in ``version``; its checksum. Only the
+               pool: ScratchPool | None = None) -> dict[str, Any]:
+    """Write file ``rel`` of the version being built in ``version``; its manifest entry
+    (checksum, size, block checksums: :func:`write_data_entry`). Only the
     file's own directory is created, never ``version`` itself: when that is gone the run has
     ended, and a late writer (a Ray task) must fail instead of leaving a directory behind."""
     path = version / rel
     path.parent.mkdir(exist_ok=True)
-    return write_data_file(path, data, pool)
+    return write_data_entry(path, data, pool)
 
 
 def _ipc_into(sink: Any, table: pa.Table) -> None:
@@ -294,8 +311,21 @@ def _ipc_into(sink: Any, table: pa.Table) -> None:
 
 def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table,
                     pool: ScratchPool | None = None) -> str:
-    """Write one file of a version and return its checksum. Bytes and buffers are written as
-    they are, a table as an Arrow IPC file.
+    """Write one file of a version and return its checksum (see :func:`write_data_entry`)."""
+    return str(write_data_entry(path, data, pool)[CHECKSUM])
+
+
+def file_entry(data: Any) -> dict[str, Any]:
+    """The manifest entry of a file's bytes but its row count: checksum, size and the block
+    checksums reads check (:mod:`.integrity`)."""
+    return {CHECKSUM: checksum_bytes(data), "bytes": memoryview(data).nbytes,
+            "blocks": block_digests(data)}
+
+
+def write_data_entry(path: Path, data: bytes | pa.Buffer | pa.Table,
+                     pool: ScratchPool | None = None) -> dict[str, Any]:
+    """Write one file of a version and return its manifest entry (:func:`file_entry`). Bytes
+    and buffers are written as they are, a table as an Arrow IPC file.
 
     From ``DIRECT_MIN_BYTES`` up, the file is assembled in a page-aligned image (``pool``
     lends it; a table is serialised straight into it, its size known from a dry run) and
@@ -310,14 +340,14 @@ def write_data_file(path: Path, data: bytes | pa.Buffer | pa.Table,
     if size < DIRECT_MIN_BYTES:
         with open(path, "wb") as fh:
             write_chunked(fh, data)
-        return checksum_bytes(data)
+        return file_entry(data)
     image = image_buffer(size, pool)
     if isinstance(data, pa.Table):
         _ipc_into(pa.FixedSizeBufferWriter(pa.py_buffer(image)), data)
     else:
         np.copyto(image[:size], np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8))
     write_image(path, image, size)
-    return checksum_bytes(image[:size])
+    return file_entry(image[:size])
 
 
 def _ipc_size(table: pa.Table) -> int:
@@ -493,12 +523,12 @@ class StoreWriter:
                 raise StoreError(f"{rel} was reported written into {self.tmp} but is not there; "
                                  "the staging directory must be on the driver's file system "
                                  "(run the job again)")
-            digest = data.checksum
+            entry = data.entry()
         else:
-            digest = write_into(self.tmp, rel, data, self._images)
+            entry = write_into(self.tmp, rel, data, self._images)
         self.written.append(path)
         self._synced.append(self._syncer.submit(fsync_file, path))
-        self.files[rel] = {"rows": rows, CHECKSUM: digest}
+        self.files[rel] = {"rows": rows, **entry}
 
     def add_file(self, rel: str, data: bytes | pa.Buffer, rows: int | None) -> None:
         """Write one more file of the version (listed and checksummed like the buckets')."""
@@ -570,9 +600,8 @@ class StoreWriter:
                 done.result()
             # Files the builders wrote (the BM25 index) are checksummed like the data files,
             # so `verify` notices a damaged index too; they have no row count.
-            for path, digest in zip(indexed, pool.map(checksum_file, indexed), strict=True):
-                self.files[path.relative_to(self.tmp).as_posix()] = {"rows": None,
-                                                                     CHECKSUM: digest}
+            for path, entry in zip(indexed, pool.map(index_file_entry, indexed), strict=True):
+                self.files[path.relative_to(self.tmp).as_posix()] = {"rows": None, **entry}
         manifest_counts = dict(counts) if counts is not None else {
             "documents": doc_table.num_rows if doc_table is not None else 0,
             "segments_in": int(sum(h.shape[0] for h in self._id_hashes)),
@@ -582,6 +611,7 @@ class StoreWriter:
         manifest = {
             "buckets": self.buckets, "files": dict(sorted(self.files.items())),
             "checksum": CHECKSUM,
+            BLOCK_KEY: dict(BLOCK_INFO),
             "counts": manifest_counts,
             "format_version": FORMAT_VERSION,
             "run_id": self.run_id,
