@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "Embedder": ".embed",
     "EmbedderError": ".errors",
     "EmbeddingCache": ".embed_cache",
+    "ExtractLimits": ".extract",
     "ExtractResult": ".extract",
     "IngestionConfig": ".config",
     "IngestionResult": ".ingest",
@@ -162,6 +163,7 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         StoreError,
     )
     from .extract import (
+        ExtractLimits,
         ExtractResult,
         KeyColumns,
         SkippedFile,
@@ -215,6 +217,7 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "EmbeddingCache",
+    "ExtractLimits",
     "ExtractResult",
     "IngestionConfig",
     "IngestionResult",

@@ -99,6 +99,7 @@ from .timings import complete
 
 if TYPE_CHECKING:
     from .embed import Embedder
+    from .extract.limits import ExtractLimits
     from .ingest import IngestionResult
     from .salience import SalienceScorer
 
@@ -1084,6 +1085,8 @@ def extract_segments(
     root: str | Path | None = None,
     detect_keys: bool = True,
     doc_version_from_path: str | None = None,
+    limits: ExtractLimits | None = None,
+    follow_external_symlinks: bool = False,
 ) -> Any:
     """Run the extractors (``doc_id`` relative to ``root``, default each folder argument)."""
     from .extract import extract_documents
@@ -1092,7 +1095,8 @@ def extract_segments(
         [Path(p) for p in paths], root=root,
         key_columns=list(key_columns) if key_columns else None,
         language_from_path=language_from_path, skip_bad_files=skip_bad_files,
-        detect_keys=detect_keys, doc_version_from_path=doc_version_from_path,
+        detect_keys=detect_keys, doc_version_from_path=doc_version_from_path, limits=limits,
+        follow_external_symlinks=follow_external_symlinks,
     )
 
 
@@ -1125,6 +1129,7 @@ def _documents_table(
     language_from_path: str | None, key_columns: Sequence[str] | None,
     skip_bad_files: bool, root: str | Path | None, quiet: bool, timings: dict[str, float],
     detect_keys: bool = True, doc_version_from_path: str | None = None,
+    limits: ExtractLimits | None = None, follow_external_symlinks: bool = False,
 ) -> tuple[pl.DataFrame, str, dict[str, Any]]:
     """Extract and embed documents (through the store's embedding cache): the segments table,
     the model name and the manifest extras."""
@@ -1139,7 +1144,9 @@ def _documents_table(
         extracted = extract_segments(inputs, language_from_path=language_from_path,
                                      key_columns=key_columns, skip_bad_files=skip_bad_files,
                                      root=root, detect_keys=detect_keys,
-                                     doc_version_from_path=doc_version_from_path)
+                                     doc_version_from_path=doc_version_from_path,
+                                     limits=limits,
+                                     follow_external_symlinks=follow_external_symlinks)
     frame = extracted.segments
     timings["extract"] = timings.get("extract", 0.0) + time.perf_counter() - start
 
@@ -1208,6 +1215,8 @@ def ingest_to_store(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     replace: bool = False,
     keep_versions: int = KEEP_VERSIONS,
+    extract_limits: ExtractLimits | None = None,
+    follow_external_symlinks: bool = False,
 ) -> JobResult:
     """Deduplicate ``source`` inside each document and write it as a new version of the store
     at ``out``, switched to atomically; returns the :class:`JobResult` of that version.
@@ -1223,6 +1232,8 @@ def ingest_to_store(
     instead of partitioned to disk first (local engine; 0 always partitions).
     ``replace``: write over a store built from other inputs (refused otherwise, naming
     ``--update`` and ``--replace``); ``keep_versions``: versions kept after the switch.
+    ``extract_limits``: what one document file may cost to extract (``ExtractLimits``);
+    ``follow_external_symlinks``: read links in a folder that point outside it.
     """
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose 'local' or 'ray'")
@@ -1251,7 +1262,8 @@ def ingest_to_store(
             paths, store_root, embedder=embedder, language_from_path=language_from_path,
             key_columns=key_columns, skip_bad_files=skip_bad_files, root=root, quiet=quiet,
             timings=timings, detect_keys=detect_keys,
-            doc_version_from_path=doc_version_from_path)
+            doc_version_from_path=doc_version_from_path, limits=extract_limits,
+            follow_external_symlinks=follow_external_symlinks)
         extra.update(doc_extra)
         from .source_files import file_records
 

@@ -33,10 +33,11 @@ def content_hash(path: Path) -> str:
     return str(h.hexdigest())
 
 
-def _files(paths: Sequence[Path], root: str | Path | None) -> list[Any]:
+def _files(paths: Sequence[Path], root: str | Path | None,
+           follow_external_symlinks: bool = False) -> list[Any]:
     from .extract.core import _discover
 
-    return _discover(list(paths), root)
+    return _discover(list(paths), root, follow_external_symlinks=follow_external_symlinks)
 
 
 def _stat(file: Any) -> dict[str, Any]:
@@ -142,14 +143,15 @@ def _moved_root(moved: Sequence[Moved]) -> tuple[str, str] | None:
 
 
 def split_files(paths: Sequence[Path], root: str | Path | None,
-                recorded: Mapping[str, Mapping[str, Any]], live_ids: set[str]) -> FileSplit:
+                recorded: Mapping[str, Mapping[str, Any]], live_ids: set[str],
+                follow_external_symlinks: bool = False) -> FileSplit:
     changed: dict[str, list[Path]] = {}
     unchanged_ids: set[str] = set()
     unchanged: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
     owners = _owners(recorded, live_ids)
     moved: list[Moved] = []
-    for file in _files(paths, root):
+    for file in _files(paths, root, follow_external_symlinks):
         key = str(file.absolute)
         seen.add(key)
         old = recorded.get(key)

@@ -47,6 +47,7 @@ from .store.writer import parquet_bytes
 
 if TYPE_CHECKING:
     from .embed import Embedder
+    from .extract.limits import ExtractLimits
     from .salience import SalienceScorer
 
 __all__ = ["Plan", "PruneResult", "compact_store", "delete_documents", "prune", "update_store"]
@@ -195,7 +196,8 @@ def _changed_files_table(
 
     live = set(store.documents().select(pl.col("doc_id").cast(pl.String)).collect()
                .get_column("doc_id").to_list())
-    split = split_files(paths, extract.get("root"), recorded, live)
+    split = split_files(paths, extract.get("root"), recorded, live,
+                        bool(extract.get("follow_external_symlinks")))
     if split.moved and not allow_moved_sources:
         raise StoreError(
             f"store {store.root}: {moved_summary(split.moved)}; nothing was changed: check "
@@ -293,13 +295,16 @@ def update_store(
     keep_versions: int = KEEP_VERSIONS,
     quiet: bool = True,
     allow_moved_sources: bool = False,
+    extract_limits: ExtractLimits | None = None,
+    follow_external_symlinks: bool = False,
 ) -> JobResult:
     """Bring ``inputs`` into the store as one delta version (see the module); ``config``
     defaults to the store's own. Refuses (naming ``--replace``) a store written before
     deltas, and a config, embedder or extraction options other than the store's. Refuses too
     (naming ``--allow-moved-sources``) a document file at another path than the one the store
     recorded for that document (another folder's file of the same doc_id, a moved
-    checkout), unless ``allow_moved_sources``."""
+    checkout), unless ``allow_moved_sources``. ``extract_limits`` and
+    ``follow_external_symlinks`` as for ``ingest_to_store``."""
     from . import precompile
     from .ingest import ingest, numba_threads
     from .vectors import input_rows
@@ -321,7 +326,9 @@ def update_store(
     before = sum(timings.values())  # the extraction's own stages are timed inside
     table, model, extra = _input_table(
         current, inputs, timings, embedder=embedder, quiet=quiet,
-        extract={**extract, "root": root}, allow_moved_sources=allow_moved_sources)
+        extract={**extract, "root": root, "limits": extract_limits,
+                 "follow_external_symlinks": follow_external_symlinks},
+        allow_moved_sources=allow_moved_sources)
     check_same_rules(current, cfg, model=model or embedding_model, extract_options=None)
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)

@@ -8,6 +8,20 @@ from typing import Annotated
 import typer
 
 from .app import JsonOpt, QuietOpt, app, clean_errors, note, print_json, say
+from .extract_limits import (
+    DEFAULT_CELLS,
+    DEFAULT_COLUMNS,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TEXT_MB,
+    DEFAULT_TIMEOUT,
+    FollowOpt,
+    MaxCellsOpt,
+    MaxColumnsOpt,
+    MaxTextOpt,
+    MemoryOpt,
+    TimeoutOpt,
+    extract_limits,
+)
 
 
 @app.command()
@@ -49,6 +63,12 @@ def extract(
     ] = None,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
+    max_cells: MaxCellsOpt = DEFAULT_CELLS,
+    max_columns: MaxColumnsOpt = DEFAULT_COLUMNS,
+    max_text_mb: MaxTextOpt = DEFAULT_TEXT_MB,
+    extract_timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    extract_memory_mb: MemoryOpt = DEFAULT_MEMORY_MB,
+    follow_external_symlinks: FollowOpt = False,
 ) -> None:
     """Extract segments from documents into one Parquet segments table, written atomically."""
     from ..errors import InputError
@@ -63,6 +83,9 @@ def extract(
             paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
             skip_bad_files=skip_bad_files, workers=workers, detect_keys=detect_keys,
             doc_version_from_path=doc_version_from_path,
+            limits=extract_limits(max_cells, max_columns, max_text_mb, extract_timeout,
+                                  extract_memory_mb),
+            follow_external_symlinks=follow_external_symlinks,
         )
     from ..store.atomic import atomic_path
 

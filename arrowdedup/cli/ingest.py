@@ -22,6 +22,20 @@ from .app import (
     print_json,
     say,
 )
+from .extract_limits import (
+    DEFAULT_CELLS,
+    DEFAULT_COLUMNS,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TEXT_MB,
+    DEFAULT_TIMEOUT,
+    FollowOpt,
+    MaxCellsOpt,
+    MaxColumnsOpt,
+    MaxTextOpt,
+    MemoryOpt,
+    TimeoutOpt,
+    extract_limits,
+)
 
 
 @app.command()
@@ -89,9 +103,18 @@ def ingest(
                           "versions are kept, see `arrowdedup versions`).")] = False,
     keep_versions: Annotated[int, typer.Option(
         help="Versions kept after this run (older ones are pruned).")] = 5,
+    max_cells: MaxCellsOpt = DEFAULT_CELLS,
+    max_columns: MaxColumnsOpt = DEFAULT_COLUMNS,
+    max_text_mb: MaxTextOpt = DEFAULT_TEXT_MB,
+    extract_timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    extract_memory_mb: MemoryOpt = DEFAULT_MEMORY_MB,
+    follow_external_symlinks: FollowOpt = False,
 ) -> None:
     """Deduplicate segments inside each document and write a store atomically."""
     from ..job import ingest_to_store
+
+    limits = extract_limits(max_cells, max_columns, max_text_mb, extract_timeout,
+                            extract_memory_mb)
 
     cfg = load_config(config)
     if mode is not None:
@@ -124,7 +147,8 @@ def ingest(
                    language_from_path=language_from_path, key_columns=keys,
                    skip_bad_files=skip_bad_files, root=root, detect_keys=detect_keys,
                    doc_version_from_path=doc_version_from_path, keep_versions=keep_versions,
-                   allow_moved_sources=allow_moved_sources, quiet=quiet, as_json=as_json)
+                   allow_moved_sources=allow_moved_sources, quiet=quiet, as_json=as_json,
+                   extract_limits=limits, follow_external_symlinks=follow_external_symlinks)
         return
     for flag, given in (("--delete-missing", delete_missing), ("--dry-run", dry_run),
                         ("--allow-moved-sources", allow_moved_sources)):
@@ -137,7 +161,8 @@ def ingest(
         ray_address=ray_address, embedder=embedder, language_from_path=language_from_path,
         key_columns=keys, skip_bad_files=skip_bad_files, quiet=quiet_run, root=root,
         detect_keys=detect_keys, doc_version_from_path=doc_version_from_path,
-        replace=replace, keep_versions=keep_versions,
+        replace=replace, keep_versions=keep_versions, extract_limits=limits,
+        follow_external_symlinks=follow_external_symlinks,
     )
     version = result.path
     manifest = _manifest(version)
@@ -182,6 +207,10 @@ def _left_out_lines(manifest: dict[str, Any], limit: int = 5) -> list[str]:
         names = ", ".join(str(u) for u in unsupported[:limit])
         more = f" and {len(unsupported) - limit} more" if len(unsupported) > limit else ""
         lines.append(f"ignored {len(unsupported)} file(s) of unsupported types: {names}{more}")
+    from ..extract.core import external_link_lines
+
+    links = (manifest.get("extract") or {}).get("external_links") or []
+    lines.extend(external_link_lines([str(link) for link in links], limit))
     return lines
 
 

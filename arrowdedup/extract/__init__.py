@@ -18,10 +18,12 @@ from .core import (
     extract,
     extract_documents,
 )
+from .limits import ExtractLimits
 
 __all__ = [
     "EXTENSIONS",
     "SCHEMA",
+    "ExtractLimits",
     "ExtractResult",
     "KeyColumns",
     "SkippedFile",

@@ -31,12 +31,12 @@ from ..facts import FACT_COLUMN, fact_signatures
 from ..schema import validate
 from .blocks import ParsedDoc
 from .html import parse_html
-from .isolated import parse_isolated
+from .isolated import Task, run_isolated
+from .limits import ExtractLimits, mb, over_limit
 from .markdown import parse_markdown
 from .passthrough import read_jsonl, read_parquet
-from .sheets import SHEET_FORMATS, read_workbook
-from .tables import read_delimited_frame
-from .tabular import TableRows, table_rows
+from .sheets import SHEET_FORMATS
+from .tabular import TableRows
 from .text import parse_text
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,8 @@ class ExtractResult:
     keys: tuple[KeyColumns, ...] = ()
     # Files found in the folders given whose type no extractor reads (.png, .bin, …).
     unsupported: tuple[str, ...] = ()
+    # Symbolic links in the folders given that point outside them, not followed.
+    external_links: tuple[str, ...] = ()
 
     def keys_report(self) -> list[str]:
         """One line per table with key columns: which, and whether given or detected."""
@@ -167,6 +169,7 @@ class ExtractResult:
             "skipped_files": [dataclasses.asdict(s) for s in self.skipped],
             "key_columns": [dataclasses.asdict(k) for k in self.keys],
             "unsupported_files": list(self.unsupported),
+            "external_links": list(self.external_links),
             "timings": dict(self.timings),
         }
 
@@ -184,7 +187,18 @@ class ExtractResult:
                     if len(self.unsupported) > limit else "")
             lines.append(f"ignored {len(self.unsupported)} file(s) of unsupported types: "
                          f"{names}{more} (supported: {', '.join(EXTENSIONS)})")
+        lines.extend(external_link_lines(self.external_links, limit))
         return lines
+
+
+def external_link_lines(links: Sequence[str], limit: int = 5) -> list[str]:
+    """One line per symbolic link not followed (the first ``limit``, then a count)."""
+    lines = [f"not followed: {link} (a symbolic link to outside the folder; follow such "
+             "links with --follow-external-symlinks)" for link in links[:limit]]
+    if len(links) > limit:
+        lines.append(f"not followed: {len(links) - limit} more symbolic link(s) to outside "
+                     "the folder (--follow-external-symlinks)")
+    return lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,6 +234,8 @@ def extract(
     neighbours: int = 3,
     detect_keys: bool = True,
     doc_version_from_path: str | None = None,
+    limits: ExtractLimits | None = None,
+    follow_external_symlinks: bool = False,
 ) -> pl.DataFrame:
     """Segments of the documents at ``paths`` (files or folders, walked recursively).
 
@@ -229,7 +245,8 @@ def extract(
         paths, root=root, key_columns=key_columns, language_from_path=language_from_path,
         skip_bad_files=skip_bad_files, workers=workers, neighbours=neighbours,
         detect_keys=detect_keys,
-        doc_version_from_path=doc_version_from_path,
+        doc_version_from_path=doc_version_from_path, limits=limits,
+        follow_external_symlinks=follow_external_symlinks,
     ).segments
 
 
@@ -244,6 +261,8 @@ def extract_documents(
     neighbours: int = 3,
     detect_keys: bool = True,
     doc_version_from_path: str | None = None,
+    limits: ExtractLimits | None = None,
+    follow_external_symlinks: bool = False,
 ) -> ExtractResult:
     """Extract segments from documents into one table (columns and types: :data:`SCHEMA`).
 
@@ -265,6 +284,11 @@ def extract_documents(
       (matched like ``language_from_path``); retrieval's freshness compares it as a version.
     - ``neighbours``: how many ids ``neighbours_before`` / ``neighbours_after`` hold at most, the
       nearest first, inside the same stretch of a section.
+    - ``limits``: what one file may cost (:class:`ExtractLimits`: cells, columns, text, time,
+      memory); a file past one is an error naming the limit (skipped with ``skip_bad_files``).
+      PDFs, workbooks and CSV/TSV files are read in worker processes within them.
+    - ``follow_external_symlinks``: read the files a symbolic link inside a folder points at
+      outside that folder (default: such links are listed in ``external_links``, not read).
 
     JSONL and Parquet files must already be segments tables: they are validated and their rows
     passed through as they are.
@@ -275,15 +299,23 @@ def extract_documents(
     keys = _key_columns(key_columns)
     matcher = _language_matcher(language_from_path)
     versioner = _path_matcher(doc_version_from_path, "version")
+    limits = limits or ExtractLimits()
     unsupported: list[str] = []
-    files = _discover(paths, root, unsupported)
+    external: list[str] = []
+    files = _discover(paths, root, unsupported, external=external,
+                      follow_external_symlinks=follow_external_symlinks)
     timings = {"discover": time.perf_counter() - started}
 
     tick = time.perf_counter()
     documents = [f for f in files if f.fmt in _PARSERS and f.problem is None]
     parsed = _parse_all(documents, workers)
-    parsed.update(_parse_pdfs([f for f in files if f.fmt == "pdf" and f.problem is None],
-                              workers))
+    table_files = [f for f in files if (f.fmt in SHEET_FORMATS or f.fmt in ("csv", "tsv"))
+                   and f.problem is None]
+    read, tables_read = _read_isolated(
+        [f for f in files if f.fmt == "pdf" and f.problem is None], table_files, workers,
+        limits,
+        {"key_columns": keys, "detect_keys": detect_keys})
+    parsed.update(read)
     timings["parse"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -296,11 +328,11 @@ def extract_documents(
     keys_seen: set[str] = set()
     any_language = False
 
-    def add_table(doc: _File, doc_id: str, frame: pl.DataFrame, tsv_like: bool,
+    def add_table(doc: _File, doc_id: str, answer: dict[str, Any],
                   language: str | None) -> None:
-        table = table_rows(frame, name=doc_id, key_columns=keys, detect_keys=detect_keys,
-                           separator="\n" if tsv_like else "; ")
-        keys_seen.update(frame.columns)
+        table = TableRows(answer["rows"], answer["summary"], tuple(answer["key_columns"]),
+                          answer["key_source"])
+        keys_seen.update(answer["columns"])
         if table.key_columns:
             key_reports.append(KeyColumns(doc_id, table.key_columns, table.key_source))
         chunks.append(with_content_hash(
@@ -332,26 +364,20 @@ def extract_documents(
                 language = outcome.language or (matcher(file) if matcher else None)
                 any_language |= language is not None
                 pending.append((file, outcome, language))
-            elif file.fmt in SHEET_FORMATS:
-                sheets = read_workbook(file.path, file.display)
-                _claim(claimed, file)
-                flush()
-                language = matcher(file) if matcher else None
-                any_language |= language is not None
-                for sheet, frame in sheets:
-                    doc_id = f"{file.doc_id}#{sheet}"
-                    _claim_id(claimed, doc_id, file)
-                    add_table(file, doc_id, frame, False, language)
             else:
-                frame = read_delimited_frame(
-                    _decode(_read_bytes(file.path, file.display), file.display), file.display,
-                    tsv=file.fmt == "tsv",
-                )
+                answer = tables_read[file.absolute]
+                if "error" in answer:
+                    raise InputError(str(answer["error"]))
                 _claim(claimed, file)
                 flush()
                 language = matcher(file) if matcher else None
                 any_language |= language is not None
-                add_table(file, file.doc_id, frame, True, language)
+                for table in answer["tables"]:
+                    doc_id = file.doc_id
+                    if table["sheet"] is not None:
+                        doc_id = f"{file.doc_id}#{table['sheet']}"
+                        _claim_id(claimed, doc_id, file)
+                    add_table(file, doc_id, table, language)
             done.append(file.rel)
         except ArrowDedupError as err:
             if not skip_bad_files:
@@ -382,7 +408,7 @@ def extract_documents(
         raise SchemaError(f"the extracted files together do not form one table: {err}") from err
     timings["assemble"] = time.perf_counter() - tick
     return ExtractResult(segments, tuple(done), tuple(skipped), timings, tuple(key_reports),
-                         tuple(sorted(set(unsupported))))
+                         tuple(sorted(set(unsupported))), tuple(sorted(set(external))))
 
 
 def with_content_hash(segments: pl.DataFrame) -> pl.DataFrame:
@@ -405,14 +431,30 @@ def with_content_hash(segments: pl.DataFrame) -> pl.DataFrame:
     return segments.with_columns(hashes)
 
 
-def _parse_pdfs(files: list[_File], workers: int | None) -> dict[Path, ParsedDoc | str]:
-    """PDFs in worker processes (always: a native crash must not end the run)."""
-    if not files:
-        return {}
+def _read_isolated(
+    pdfs: list[_File], tables: list[_File], workers: int | None, limits: ExtractLimits,
+    options: dict[str, Any],
+) -> tuple[dict[Path, ParsedDoc | str], dict[Path, dict[str, Any]]]:
+    """PDFs, workbooks and CSV/TSV files in worker processes (always: a native crash, a hang
+    or a memory blow-up must cost that file, not the run); the PDFs as parsed documents (or
+    their error), the tables as :func:`.table_worker.read_table` answers."""
+    if not pdfs and not tables:
+        return {}, {}
+    pdf_module = str(Path(__file__).with_name("pdflayout.py"))
+    tasks = [Task(pdf_module, "parse_pdf", (str(f.path), f.display), f.display,
+                  "the PDF parser") for f in pdfs]
+    worker_options = {**options, "limits": dataclasses.asdict(limits)}
+    for f in tables:
+        sheet = f.fmt in SHEET_FORMATS
+        tasks.append(Task(
+            "arrowdedup.extract.table_worker", "read_table",
+            (str(f.path), f.display, f.fmt, f.doc_id, None, worker_options), f.display,
+            "the spreadsheet reader" if sheet else f"the {f.fmt.upper()} reader",
+            prepare=None if sheet else _text_task(f, limits, worker_options)))
     count = max(1, workers) if workers is not None else min(_cpu_count(), 8)
-    answers = parse_isolated([(str(f.path), f.display) for f in files], count)
+    answers = run_isolated(tasks, count, limits)
     out: dict[Path, ParsedDoc | str] = {}
-    for file, answer in zip(files, answers, strict=True):
+    for file, answer in zip(pdfs, answers, strict=False):
         if "error" in answer:
             out[file.absolute] = str(answer["error"])
             continue
@@ -428,7 +470,21 @@ def _parse_pdfs(files: list[_File], workers: int | None) -> dict[Path, ParsedDoc
                                                  strict=True)
                           if ty == "heading" and lv == 1), None)
         out[file.absolute] = doc
-    return out
+    return out, {f.absolute: a for f, a in zip(tables, answers[len(pdfs):], strict=True)}
+
+
+def _text_task(file: _File, limits: ExtractLimits,
+               options: dict[str, Any]) -> Callable[[], tuple[Any, ...]]:
+    """Read and decode a CSV/TSV file for its worker (after checking its size)."""
+
+    def prepare() -> tuple[Any, ...]:
+        if file.size > limits.max_text_bytes:
+            raise InputError(over_limit(file.display, f"the file holds {mb(file.size)} of text",
+                                        "max_text_bytes", mb(limits.max_text_bytes)))
+        text = _decode(_read_bytes(file.path, file.display), file.display)
+        return (str(file.path), file.display, file.fmt, file.doc_id, text, options)
+
+    return prepare
 
 
 def _with_versions(segments: pl.DataFrame, files: list[_File],
@@ -620,6 +676,10 @@ def _parse_in_subprocesses(
 _WORKER = (
     # The parent handles Ctrl-C (and kills its workers): a worker must not print a traceback.
     "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    # And a worker dies with its parent (PR_SET_PDEATHSIG, Linux).
+    "import sys\nif sys.platform.startswith('linux'):\n"
+    " try:\n  import ctypes; ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    " except Exception:\n  pass\n"
     "import pickle, sys; from arrowdedup.extract.core import _parse_one; "
     "tasks = pickle.load(sys.stdin.buffer); "
     "pickle.dump([_parse_one(t) for t in tasks], sys.stdout.buffer, pickle.HIGHEST_PROTOCOL)"
@@ -642,9 +702,15 @@ def _claim_id(claimed: dict[str, str], doc_id: str, file: _File) -> None:
 
 
 def _discover(paths: PathsInput, root: str | Path | None,
-              unsupported: list[str] | None = None) -> list[_File]:
+              unsupported: list[str] | None = None, *, external: list[str] | None = None,
+              follow_external_symlinks: bool = False) -> list[_File]:
     """Every supported file under ``paths``, once, sorted by path relative to its root; the
-    folder files of other types are appended to ``unsupported`` (hidden ones are not)."""
+    folder files of other types are appended to ``unsupported`` (hidden ones are not).
+
+    A symbolic link inside a folder that points outside it (a file, or a folder) is neither
+    read nor walked, but appended to ``external``, unless ``follow_external_symlinks``: a
+    folder of documents from elsewhere must not read ``~/.ssh`` through a link. A link
+    named as an argument is the caller's choice and is followed."""
     args = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not args:
         raise InputError("no input paths given; pass document files or folders")
@@ -682,10 +748,37 @@ def _discover(paths: PathsInput, root: str | Path | None,
         path = Path(arg)
         if path.is_dir():
             base = root_abs or Path(os.path.abspath(path))
-            for dirpath, dirnames, filenames in os.walk(path):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            inside = os.path.realpath(path)
+            visited: set[str] = set()
+
+            def outside(entry: str, inside: str = inside) -> bool:
+                target = os.path.realpath(entry)
+                return target != inside and not target.startswith(inside.rstrip(os.sep) + os.sep)
+
+            for dirpath, dirnames, filenames in os.walk(path, followlinks=True):
+                visited.add(os.path.realpath(dirpath))
+                keep = []
+                for d in sorted(d for d in dirnames if not d.startswith(".")):
+                    entry = os.path.join(dirpath, d)
+                    if os.path.islink(entry):
+                        if not outside(entry):
+                            continue  # walked where it points (as before: not twice)
+                        if not follow_external_symlinks:
+                            if external is not None:
+                                external.append(_relative_name(entry, base))
+                            continue
+                        if os.path.realpath(entry) in visited:
+                            continue  # a loop
+                    keep.append(d)
+                dirnames[:] = keep
                 for name in sorted(filenames):
                     if name.startswith("."):
+                        continue
+                    entry = os.path.join(dirpath, name)
+                    if not follow_external_symlinks and os.path.islink(entry) \
+                            and outside(entry):
+                        if external is not None:
+                            external.append(_relative_name(entry, base))
                         continue
                     fmt = EXTENSIONS.get(os.path.splitext(name)[1].lower())
                     if fmt is not None:
@@ -709,6 +802,10 @@ def _discover(paths: PathsInput, root: str | Path | None,
             f"{', '.join(EXTENSIONS)} (hidden files and folders are ignored)"
         )
     return sorted(found.values(), key=lambda f: (f.rel, str(f.absolute)))
+
+
+def _relative_name(entry: str, base: Path) -> str:
+    return printable(Path(os.path.relpath(os.path.abspath(entry), base)).as_posix())
 
 
 def compile_language_pattern(pattern: str) -> re.Pattern[str]:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ..errors import InputError, first_rows
+from .limits import ExtractLimits, over_limit
 
 _SKIP_HINT = "or skip the file with --skip-bad-files"
 
@@ -28,8 +29,16 @@ def _reader(text: str, tsv: bool) -> Any:
     return csv.reader(io.StringIO(text))
 
 
-def _header(text: str, tsv: bool, display: str) -> tuple[list[str], int]:
-    """Column names and the number of physical lines the header takes."""
+def _header(text: str, tsv: bool, display: str,
+            max_columns: int | None = None) -> tuple[list[str], int]:
+    """Column names and the number of physical lines the header takes; more than
+    ``max_columns`` names are refused (counted on the first line before it is split)."""
+    if max_columns is not None:
+        first = text.lstrip("\n").split("\n", 1)[0]
+        fields = first.count("\t" if tsv else ",") + 1
+        if fields > max_columns and '"' not in first:
+            raise InputError(over_limit(display, f"the header has {fields:,} columns",
+                                        "max_columns", f"{max_columns:,}"))
     reader = _reader(text, tsv)
     row: list[str] = []
     try:
@@ -39,6 +48,9 @@ def _header(text: str, tsv: bool, display: str) -> tuple[list[str], int]:
                 break
     except csv.Error as err:
         raise InputError(f"{display}: cannot read the header row ({err}); {_SKIP_HINT}") from err
+    if max_columns is not None and len(row) > max_columns:
+        raise InputError(over_limit(display, f"the header has {len(row):,} columns",
+                                    "max_columns", f"{max_columns:,}"))
     names = [name.strip() or f"column_{i + 1}" for i, name in enumerate(row)]
     seen: set[str] = set()
     dups = [n for n in names if n in seen or seen.add(n)]  # type: ignore[func-returns-value]
@@ -101,11 +113,20 @@ def read_delimited(
     )
 
 
-def read_delimited_frame(text: str, display: str, *, tsv: bool) -> pl.DataFrame:
-    """One CSV/TSV file as a frame of String columns (header names; no rows when empty)."""
+def read_delimited_frame(text: str, display: str, *, tsv: bool,
+                         limits: ExtractLimits | None = None) -> pl.DataFrame:
+    """One CSV/TSV file as a frame of String columns (header names; no rows when empty).
+    ``limits``: columns and cells past which the file is refused before it is parsed."""
     if not text.strip():
         return pl.DataFrame()
-    names, header_lines = _header(text, tsv, display)
+    limits = limits or ExtractLimits()
+    names, header_lines = _header(text, tsv, display, limits.max_columns)
+    # Each line is at most one row: a bound on the cells before anything is allocated.
+    cells = (text.count("\n") + 1 - header_lines) * len(names)
+    if cells > limits.max_cells:
+        raise InputError(over_limit(
+            display, f"it holds up to {cells:,} cells ({len(names):,} columns)", "max_cells",
+            f"{limits.max_cells:,}"))
     empty = pl.DataFrame(schema=dict.fromkeys(names, pl.String))
     data = text.split("\n", header_lines)[-1] if text.count("\n") >= header_lines else ""
     if not data.strip():

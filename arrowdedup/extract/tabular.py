@@ -45,40 +45,52 @@ def is_id_name(name: str) -> bool:
 
 
 def detect_key_columns(frame: pl.DataFrame) -> list[str]:
-    """Columns that look like keys, by name or by values (see the module docstring)."""
-    found = []
+    """Columns that look like keys, by name or by values (see the module docstring); the
+    value statistics of every candidate column are computed in one pass."""
+    by_name: set[str] = set()
+    by_value: list[str] = []
     for name, dtype in frame.schema.items():
         if dtype.is_float() or dtype.is_temporal() or dtype == pl.Boolean:
             continue
         if is_id_name(name):
-            found.append(name)
-            continue
-        if dtype != pl.String:
-            continue
-        values = frame.get_column(name).drop_nulls()
-        values = values.filter(values != "")
-        if values.len() < 2 or values.n_unique() < 2:
-            continue
-        share = values.str.contains(ID_VALUE).mean()
-        if share is not None and float(share) >= _VALUE_SHARE:  # type: ignore[arg-type]
-            found.append(name)
-    return found
+            by_name.add(name)
+        elif dtype == pl.String:
+            by_value.append(name)
+    found = set(by_name)
+    if by_value:
+        exprs = []
+        for i, name in enumerate(by_value):
+            values = pl.col(name).filter(pl.col(name).is_not_null() & (pl.col(name) != ""))
+            exprs += [values.len().alias(f"n{i}"), values.n_unique().alias(f"u{i}"),
+                      values.str.contains(ID_VALUE).mean().alias(f"s{i}")]
+        stats = frame.select(exprs).row(0, named=True)
+        for i, name in enumerate(by_value):
+            share = stats[f"s{i}"]
+            if stats[f"n{i}"] >= 2 and stats[f"u{i}"] >= 2 and share is not None \
+                    and float(share) >= _VALUE_SHARE:
+                found.add(name)
+    return [name for name in frame.columns if name in found]
 
 
 def tidy_types(frame: pl.DataFrame) -> pl.DataFrame:
     """Whole-number float columns become integers, midnight-only datetimes dates (spreadsheets
-    store every number as a float and every date as a datetime)."""
-    fixes = []
-    for name, dtype in frame.schema.items():
-        col = frame.get_column(name)
+    store every number as a float and every date as a datetime); one pass over the columns."""
+    tests = []
+    for i, (name, dtype) in enumerate(frame.schema.items()):
+        values = pl.col(name).drop_nulls()
         if dtype.is_float():
-            v = col.drop_nulls()
-            if v.len() and bool(((v % 1) == 0).all()) and float(v.abs().max()) < 2**53:  # type: ignore[arg-type]
-                fixes.append(pl.col(name).cast(pl.Int64))
+            tests.append(((values.len() > 0) & ((values % 1) == 0).all()
+                          & (values.abs().max() < 2**53)).alias(str(i)))
         elif isinstance(dtype, pl.Datetime):
-            v = col.drop_nulls()
-            if v.len() and bool((v.dt.time() == pl.time(0)).all()):
-                fixes.append(pl.col(name).cast(pl.Date))
+            tests.append(((values.len() > 0)
+                          & (values.dt.time() == pl.time(0)).all()).alias(str(i)))
+    if not tests:
+        return frame
+    passed = frame.select(tests).row(0, named=True)
+    fixes = []
+    for i, (name, dtype) in enumerate(frame.schema.items()):
+        if passed.get(str(i)):
+            fixes.append(pl.col(name).cast(pl.Int64 if dtype.is_float() else pl.Date))
     return frame.with_columns(fixes) if fixes else frame
 
 
@@ -130,8 +142,7 @@ def _json_values(frame: pl.DataFrame) -> pl.Expr:
     return pl.struct(cols).struct.json_encode() if cols else pl.lit(None, dtype=pl.String)
 
 
-def _kind(series: pl.Series) -> str:
-    dtype = series.dtype
+def _kind(dtype: pl.DataType) -> str:
     if dtype.is_integer():
         return "integer"
     if dtype.is_numeric():
@@ -151,49 +162,80 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def _parsed(series: pl.Series) -> pl.Series:
-    """A text column whose every value is a number (or an ISO date) as that type."""
-    if series.dtype != pl.String:
-        return series
-    values = series.filter(series.is_not_null() & (series != ""))
-    if not values.len():
-        return series
-    for cast in (
-        lambda s: s.str.to_integer(strict=False),
-        lambda s: s.cast(pl.Float64, strict=False),
-        lambda s: s.str.to_date("%Y-%m-%d", strict=False),
-    ):
-        out = cast(values)
-        if out.null_count() == 0:
-            return out
-    return series
+_CASTS: tuple[tuple[pl.DataType, Any], ...] = (
+    (pl.Int64(), lambda c: c.str.to_integer(strict=False)),
+    (pl.Float64(), lambda c: c.cast(pl.Float64, strict=False)),
+    (pl.Date(), lambda c: c.str.to_date("%Y-%m-%d", strict=False)),
+)
+
+
+def _parsed_columns(frame: pl.DataFrame) -> dict[str, pl.Expr]:
+    """Each text column whose every non-empty value is a number (or an ISO date), as that
+    type (empty values null); one pass over the columns."""
+    texts = [n for n, dtype in frame.schema.items() if dtype == pl.String]
+    if not texts:
+        return {}
+    exprs = []
+    for i, name in enumerate(texts):
+        values = pl.col(name).filter(pl.col(name).is_not_null() & (pl.col(name) != ""))
+        exprs.append(values.len().alias(f"n{i}"))
+        exprs += [(cast(values).null_count() == 0).alias(f"c{i}_{k}")
+                  for k, (_, cast) in enumerate(_CASTS)]
+    stats = frame.select(exprs).row(0, named=True)
+    out = {}
+    for i, name in enumerate(texts):
+        if not stats[f"n{i}"]:
+            continue
+        for k, (_, cast) in enumerate(_CASTS):
+            if stats[f"c{i}_{k}"]:
+                out[name] = cast(pl.col(name).replace("", None))
+                break
+    return out
 
 
 def summarize(frame: pl.DataFrame, name: str) -> str:
-    """One paragraph of column statistics: type, range or distinct and top values."""
-    parts = []
-    for col in frame.columns:
-        s = _parsed(frame.get_column(col))
-        kind = _kind(s)
-        values = s.drop_nulls()
+    """One paragraph of column statistics: type, range or distinct and top values (every
+    column's statistics in one pass)."""
+    parsed = _parsed_columns(frame)
+    typed = frame.select([parsed.get(c, pl.col(c)).alias(c) for c in frame.columns])
+    exprs = []
+    kinds = []
+    for i, (col, dtype) in enumerate(typed.schema.items()):
+        kind = _kind(dtype)
+        kinds.append(kind)
+        values = pl.col(col).drop_nulls()
         if kind == "text":
             values = values.filter(values != "")
-        empty = frame.height - values.len()
+        exprs.append(values.len().alias(f"n{i}"))
+        if kind in ("integer", "number", "date", "datetime"):
+            exprs += [values.min().alias(f"lo{i}"), values.max().alias(f"hi{i}")]
+            if kind in ("integer", "number"):
+                exprs.append(values.mean().alias(f"mean{i}"))
+        else:
+            exprs.append(values.n_unique().alias(f"u{i}"))
+            one_line = values.cast(pl.String).str.replace_all(r"\s+", " ").alias("v")
+            counts = one_line.value_counts(name="n")
+            exprs.append(counts.sort_by([counts.struct.field("n"), counts.struct.field("v")],
+                                        descending=[True, False]).head(3)
+                         .implode().alias(f"top{i}"))
+    stats = typed.select(exprs).row(0, named=True) if exprs else {}
+    parts = []
+    for i, (col, kind) in enumerate(zip(typed.columns, kinds, strict=True)):
+        count = stats[f"n{i}"]
+        empty = frame.height - count
         note = f"; {empty} empty" if empty else ""
-        if not values.len():
+        if not count:
             parts.append(f"{col} (empty)")
         elif kind in ("integer", "number", "date", "datetime"):
-            lo, hi = values.min(), values.max()
-            average: Any = values.mean() if kind in ("integer", "number") else None
+            average = stats.get(f"mean{i}")
             mean = f", mean {_fmt(float(average))}" if average is not None else ""
-            parts.append(f"{col} ({kind}, {_fmt(lo)} to {_fmt(hi)}{mean}{note})")
+            parts.append(f"{col} ({kind}, {_fmt(stats[f'lo{i}'])} to {_fmt(stats[f'hi{i}'])}"
+                         f"{mean}{note})")
         else:
-            distinct = values.n_unique()
-            values = values.cast(pl.String).str.replace_all(r"\s+", " ")  # one line each
-            counts = values.value_counts(sort=True, name="n") \
-                .sort(["n", values.name], descending=[True, False]).head(3)
-            top = ", ".join(f"{v} ×{n}" for v, n in counts.iter_rows())
-            label = f"top {top}" if distinct < values.len() else \
-                f"e.g. {', '.join(counts.get_column(values.name).cast(pl.String).to_list()[:2])}"
+            distinct = stats[f"u{i}"]
+            top_rows = [(t["v"], t["n"]) for t in stats[f"top{i}"]]
+            top = ", ".join(f"{v} ×{n}" for v, n in top_rows)
+            label = f"top {top}" if distinct < count else \
+                f"e.g. {', '.join(str(v) for v, _ in top_rows[:2])}"
             parts.append(f"{col} ({kind}, {distinct} distinct; {label}{note})")
     return (f"{name}: {frame.height} rows, {frame.width} columns. " + "; ".join(parts) + ".")
