@@ -137,7 +137,8 @@ JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document on stdout (summaries go to stderr).")]
 EmbedderOpt = Annotated[str | None, typer.Option(
     "--embedder", "-e",
-    help="'minilm' or 'model2vec:PATH' (default: the model the store records).")]
+    help="'minilm' (ONNX Runtime), 'minilm:torch' (sentence-transformers) or "
+         "'model2vec:PATH' (default: the model the store records).")]
 
 
 # C0 controls but tab and newline, DEL and C1 (ESC starts a terminal escape sequence).
