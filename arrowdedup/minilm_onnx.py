@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -40,6 +41,7 @@ MAX_BATCH = 256
 CHUNK = 2048
 
 ProgressFn = Callable[[int], None]
+log = logging.getLogger(__name__)
 
 
 def cache_dir() -> Path:
@@ -63,6 +65,7 @@ def exported_model(model_dir: Path) -> Path:
     """The ONNX export of the weights in ``model_dir``, exported first when not cached."""
     path = cache_dir() / weights_key(model_dir) / "model.onnx"
     if not path.is_file():
+        log.info("exporting MiniLM to ONNX once, to %s", path)
         export_onnx(model_dir, path)
     return path
 
