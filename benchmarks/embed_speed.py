@@ -27,7 +27,7 @@ from .common import ROOT, SHARED_DATA, fmt, table
 
 TITLE = "MiniLM embedding speed: ONNX Runtime vs sentence-transformers, FLOP floor, search"
 CORPUS = SHARED_DATA / "corpus" / "opentelemetry.io" / "content" / "en"
-SEGMENTS = 2000
+SEGMENTS = 1000
 REPEATS = 3
 SEARCH_SEGMENTS = 10_000
 SEARCH_REPEATS = 5
