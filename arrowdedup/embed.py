@@ -66,7 +66,7 @@ class MiniLMEmbedder:
     name = MINILM_NAME
     dim = 384
 
-    def __init__(self, batch_size: int = 64, device: str = "cpu",
+    def __init__(self, batch_size: int = 64, device: str = "cpu", *,
                  runtime: str = DEFAULT_RUNTIME) -> None:
         _offline()
         if runtime not in RUNTIMES:

@@ -88,7 +88,7 @@ class CacheStats:
 class EmbeddingCache:
     """The vectors of one model (on one runtime) in a store's cache directory."""
 
-    def __init__(self, cache_dir: str | Path, model: str, dim: int,
+    def __init__(self, cache_dir: str | Path, model: str, dim: int, *,
                  runtime: str | None = None) -> None:
         if dim < 1:
             raise EmbedderError(f"embedder {model!r} reports dimension {dim}; it must be >= 1")
