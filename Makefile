@@ -13,6 +13,8 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: on these machines it is a local CPU build; unpinned it pulls CUDA.
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install -e '.[$(EXTRAS)]'
+	# MiniLM's one-time ONNX export (to the user cache dir), so no first question waits for it.
+	HF_HUB_OFFLINE=1 $(BIN)/python -m arrowdedup.minilm_onnx
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,16 +1,22 @@
-"""The embedding cache of a store: vectors keyed by (model name, XXH64 of the text the
-embedder read: its :mod:`~arrowdedup.embed_view`).
+"""The embedding cache of a store: vectors keyed by (model name, runtime, XXH64 of the text
+the embedder read: its :mod:`~arrowdedup.embed_view`).
 
 Layout (inside the store root, kept across versions)::
 
     STORE/cache/embeddings/<model-key>/run-<stamp>-<uuid>.arrow
+
+The model key names the model and, for a model with a choice of runtimes (MiniLM on ONNX
+Runtime or torch), the runtime: the same weights on two runtimes differ by float noise, and an
+update must read back exactly the vectors a full ingest on its runtime would compute. The
+torch runtime keeps the plain model key, which caches written before runtimes existed used.
 
 Each run appends one uncompressed Arrow IPC file holding only the texts it had to embed
 (columns ``content_hash: uint64`` and ``embedding: fixed_size_list<float32>[d]``), written to a
 temporary name and renamed into place, so a killed run never leaves a half file and two runs
 never write the same file. Reading concatenates the files and keeps the first vector of each
 hash (files are read in name order, so the oldest wins and lookups are deterministic). The
-model name and dimension are recorded in each file's schema metadata and checked on read.
+model name, runtime and dimension are recorded in each file's schema metadata and checked on
+read (a file without a runtime is of the torch runtime).
 No pickles: everything is Arrow.
 
 When a model directory holds more than ``COMPACT_AFTER`` files they are merged into one
@@ -52,8 +58,15 @@ def text_hashes(texts: pa.Array | pa.ChunkedArray | Sequence[str]) -> np.ndarray
     return xxh64(texts)
 
 
-def model_key(model: str) -> str:
-    """A file-system-safe directory name for a model name, unique per name."""
+# The runtime of cache files that record none (written before runtimes were recorded).
+LEGACY_RUNTIME = "torch"
+
+
+def model_key(model: str, runtime: str | None = None) -> str:
+    """A file-system-safe directory name for a model name (and runtime), unique per pair; the
+    torch runtime or none keeps the model's own key."""
+    if runtime is not None and runtime != LEGACY_RUNTIME:
+        model = f"{model} @{runtime}"
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("._")[:60] or "model"
     digest = hashlib.sha256(model.encode("utf-8")).hexdigest()[:10]
     return f"{slug}-{digest}"
@@ -73,14 +86,16 @@ class CacheStats:
 
 
 class EmbeddingCache:
-    """The vectors of one model in a store's cache directory."""
+    """The vectors of one model (on one runtime) in a store's cache directory."""
 
-    def __init__(self, cache_dir: str | Path, model: str, dim: int) -> None:
+    def __init__(self, cache_dir: str | Path, model: str, dim: int, *,
+                 runtime: str | None = None) -> None:
         if dim < 1:
             raise EmbedderError(f"embedder {model!r} reports dimension {dim}; it must be >= 1")
         self.model = model
         self.dim = dim
-        self.directory = Path(cache_dir) / CACHE_SUBDIR / model_key(model)
+        self.runtime = runtime
+        self.directory = Path(cache_dir) / CACHE_SUBDIR / model_key(model, runtime)
 
     def files(self) -> list[Path]:
         if not self.directory.is_dir():
@@ -101,10 +116,12 @@ class EmbeddingCache:
         meta = table.schema.metadata or {}
         model = meta.get(b"model", b"").decode()
         dim = int(meta.get(b"dim", b"0") or 0)
-        if model != self.model or dim != self.dim:
+        runtime = meta[b"runtime"].decode() if b"runtime" in meta else None
+        if model != self.model or dim != self.dim or _runtime_of(runtime, self.runtime):
             raise StoreError(
-                f"embedding cache file {path} holds {dim}-d vectors of {model!r}, expected "
-                f"{self.dim}-d vectors of {self.model!r}; delete the file"
+                f"embedding cache file {path} holds {dim}-d vectors of {model!r} "
+                f"(runtime {runtime or LEGACY_RUNTIME}), expected {self.dim}-d vectors of "
+                f"{self.model!r} (runtime {self.runtime or LEGACY_RUNTIME}); delete the file"
             )
         return table
 
@@ -154,7 +171,7 @@ class EmbeddingCache:
                 f"embedder {self.model!r} returned an array of shape {vectors.shape}, expected "
                 f"({hashes.shape[0]}, {self.dim}); fix the embedder's encode()"
             )
-        table = _cache_table(hashes, vectors, self.model, self.dim)
+        table = _cache_table(hashes, vectors, self.model, self.dim, self.runtime)
         self.directory.mkdir(parents=True, exist_ok=True)
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
         path = self.directory / f"run-{stamp}-{uuid.uuid4().hex[:8]}.arrow"
@@ -171,7 +188,7 @@ class EmbeddingCache:
         hashes, vectors = self.load()
         # The merged file sorts before any later run's file and after none of the merged ones.
         path = old[0].with_name(old[0].stem + "-compacted.arrow")
-        _write_atomic(_cache_table(hashes, vectors, self.model, self.dim), path)
+        _write_atomic(_cache_table(hashes, vectors, self.model, self.dim, self.runtime), path)
         for p in old:
             if p != path:
                 with contextlib.suppress(FileNotFoundError):
@@ -181,12 +198,22 @@ class EmbeddingCache:
         return int(self.load()[0].size)
 
 
-def _cache_table(hashes: np.ndarray, vectors: np.ndarray, model: str, dim: int) -> pa.Table:
+def _runtime_of(found: str | None, expected: str | None) -> bool:
+    """True when a file of runtime ``found`` does not belong to a cache of ``expected``
+    (absent on either side reads as the torch runtime)."""
+    return (found or LEGACY_RUNTIME) != (expected or LEGACY_RUNTIME)
+
+
+def _cache_table(hashes: np.ndarray, vectors: np.ndarray, model: str, dim: int,
+                 runtime: str | None = None) -> pa.Table:
     flat = pa.array(vectors.reshape(-1), type=pa.float32())
     emb = pa.FixedSizeListArray.from_arrays(flat, dim)
+    metadata = {"model": model, "dim": str(dim)}
+    if runtime is not None:
+        metadata["runtime"] = runtime
     schema = pa.schema(
         [("content_hash", pa.uint64()), ("embedding", pa.list_(pa.float32(), dim))],
-        metadata={"model": model, "dim": str(dim)},
+        metadata=metadata,
     )
     return pa.Table.from_arrays([pa.array(hashes, type=pa.uint64()), emb], schema=schema)
 
@@ -212,25 +239,36 @@ def encode_batched(
     batch_size: int = DEFAULT_BATCH,
     progress: ProgressFn | None = None,
 ) -> np.ndarray:
-    """``embedder.encode`` in batches, checked for shape, dtype and finiteness."""
+    """``embedder.encode`` in batches, checked for shape, dtype and finiteness. An embedder
+    with an ``encode_all(texts, progress)`` that does not return None gets all texts in one
+    call (it batches them by length itself)."""
+    encode_all = getattr(embedder, "encode_all", None)
+    whole = encode_all(texts, progress) if encode_all is not None and texts else None
+    if whole is not None:
+        return _checked(embedder, np.asarray(whole, dtype=np.float32), len(texts), 0)
     out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
     for start in range(0, len(texts), batch_size):
         chunk = texts[start:start + batch_size]
-        vecs = np.asarray(embedder.encode(chunk), dtype=np.float32)
-        if vecs.shape != (len(chunk), embedder.dim):
-            raise EmbedderError(
-                f"embedder {embedder.name!r} returned shape {vecs.shape} for {len(chunk)} texts, "
-                f"expected ({len(chunk)}, {embedder.dim}); fix its encode()"
-            )
-        if not np.isfinite(vecs).all():
-            raise EmbedderError(
-                f"embedder {embedder.name!r} returned NaN or infinite values for texts "
-                f"{start}..{start + len(chunk) - 1}; check the model files"
-            )
+        vecs = _checked(embedder, np.asarray(embedder.encode(chunk), dtype=np.float32),
+                        len(chunk), start)
         out[start:start + len(chunk)] = vecs
         if progress is not None:
             progress(len(chunk))
     return out
+
+
+def _checked(embedder: Embedder, vecs: np.ndarray, n: int, start: int) -> np.ndarray:
+    if vecs.shape != (n, embedder.dim):
+        raise EmbedderError(
+            f"embedder {embedder.name!r} returned shape {vecs.shape} for {n} texts, "
+            f"expected ({n}, {embedder.dim}); fix its encode()"
+        )
+    if not np.isfinite(vecs).all():
+        raise EmbedderError(
+            f"embedder {embedder.name!r} returned NaN or infinite values for texts "
+            f"{start}..{start + n - 1}; check the model files"
+        )
+    return vecs
 
 
 def embed_texts(

@@ -1101,8 +1101,9 @@ def extract_segments(
 
 
 def choose_embedder(out: str | Path, embedder: str | Embedder | None) -> str | Embedder:
-    """The embedder of a run: the one given, else the one the store records, else MiniLM.
-    A spec given by name is checked against the store before anything is loaded."""
+    """The embedder of a run: the one given, else the one the store records (MiniLM on the
+    store's runtime), else MiniLM. A spec given by name is checked against the store before
+    anything is loaded."""
     from .embed import recorded_spec, spec_model_name
 
     try:
@@ -1110,7 +1111,7 @@ def choose_embedder(out: str | Path, embedder: str | Embedder | None) -> str | E
     except StoreError:
         previous = None
     if embedder is None:
-        spec = recorded_spec(previous, f"store {out}") if previous else None
+        spec = recorded_spec(previous, f"store {out}", same_runtime=True) if previous else None
         return spec or "minilm"
     if isinstance(embedder, str) and previous is not None:
         dim = (previous.get("embedding") or {}).get("dim")
@@ -1134,7 +1135,7 @@ def _documents_table(
     """Extract and embed documents (through the store's embedding cache): the segments table,
     the model name and the manifest extras."""
     from . import precompile, progress
-    from .embed import embedder_record, get_embedder
+    from .embed import embedder_record, embedder_runtime, get_embedder
     from .embed_cache import EmbeddingCache, embed_texts
 
     embedder = choose_embedder(store_root, embedder)
@@ -1158,7 +1159,8 @@ def _documents_table(
             time.perf_counter() - start
     start = time.perf_counter()  # the embed stage is the embedding alone, not the load
     check_store_model(store_root, model.name, model.dim)
-    cache = EmbeddingCache(store_root / "cache", model.name, model.dim)
+    cache = EmbeddingCache(store_root / "cache", model.name, model.dim,
+                           runtime=embedder_runtime(model))
     code = frame.get_column("segment_type").cast(pl.String).eq("code").fill_null(False)
     vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache=cache,
                                        quiet=quiet, verbatim=code.to_numpy())

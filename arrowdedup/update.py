@@ -123,6 +123,20 @@ def check_same_rules(store: Store, cfg: DedupConfig, *, model: str | None,
                                      f"differ from the store's {recorded}")
 
 
+def check_same_runtime(store: Store, embedder: Any) -> None:
+    """Refuse an update whose embedder computes on another runtime than the store's (MiniLM
+    on ONNX Runtime against torch): their vectors differ by float noise, and an update must
+    equal a full ingest."""
+    from .embed import embedder_runtime, recorded_runtime
+
+    new = embedder_runtime(embedder)
+    old = recorded_runtime(store.manifest)
+    if new is not None and old is not None and new != old:
+        raise _refuse_replace(store, f"it was embedded on the {old} runtime, this update's "
+                                     f"embedder runs on {new} (--embedder minilm:{old} keeps "
+                                     "the store's)")
+
+
 def plan_update(store: Store, fps: pl.DataFrame, *, delete_missing: bool,
                 present: Sequence[str] = ()) -> Plan:
     """Compare the input's document fingerprints with the store's; ``present``: documents of
@@ -319,6 +333,7 @@ def update_store(
                "skip_bad_files": skip_bad_files, "root": str(root) if root else None,
                "detect_keys": detect_keys, "doc_version_from_path": doc_version_from_path}
     check_same_rules(current, cfg, model=embedding_model, extract_options=None)
+    check_same_runtime(current, embedder)
     _, paths = _as_inputs(inputs)
     if paths and any(is_documents_input(p) for p in paths):
         check_same_rules(current, cfg, model=None, extract_options=extraction_record(extract))

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 NOT_BENCHMARKS = {"__init__", "__main__", "common", "corpus"}
 # Preferred order in the README; anything else found follows alphabetically.
 ORDER = ("ingest_scale", "cold_start", "first_run", "kernel_floor", "peers", "real_corpus",
-         "quality", "fact_audit", "retrieval", "scale")
+         "quality", "fact_audit", "retrieval", "scale", "embed_speed")
 
 
 def discover() -> list[str]:

@@ -127,3 +127,21 @@ def test_batches_cover_all_texts() -> None:
     out = embed_cache.encode_batched(emb, texts, batch_size=4)
     assert emb.seen == texts and out.shape == (25, 8)
     assert np.array_equal(out, CountingEmbedder().encode(texts))
+
+
+def test_the_cache_keys_on_the_runtime(tmp_path) -> None:
+    torch_cache = EmbeddingCache(tmp_path, "m", 2, runtime="torch")
+    legacy = EmbeddingCache(tmp_path, "m", 2)
+    onnx_cache = EmbeddingCache(tmp_path, "m", 2, runtime="onnx")
+    # The torch runtime keeps the key caches had before runtimes were recorded.
+    assert torch_cache.directory == legacy.directory != onnx_cache.directory
+    assert model_key("m", "torch") == model_key("m") != model_key("m", "onnx")
+    legacy.add(np.array([1], np.uint64), np.array([[1.0, 0.0]], np.float32))
+    onnx_cache.add(np.array([1], np.uint64), np.array([[0.0, 1.0]], np.float32))
+    assert torch_cache.lookup(np.array([1], np.uint64))[0].tolist() == [[1.0, 0.0]]
+    assert onnx_cache.lookup(np.array([1], np.uint64))[0].tolist() == [[0.0, 1.0]]
+    # A file of one runtime placed in the other's directory is refused on read.
+    moved = onnx_cache.files()[0].rename(torch_cache.directory / "run-zz.arrow")
+    with pytest.raises(StoreError, match=r"runtime onnx.*runtime torch"):
+        torch_cache.load()
+    assert moved.exists()

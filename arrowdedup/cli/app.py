@@ -141,7 +141,8 @@ JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document on stdout (summaries go to stderr).")]
 EmbedderOpt = Annotated[str | None, typer.Option(
     "--embedder", "-e",
-    help="'minilm' or 'model2vec:PATH' (default: the model the store records).")]
+    help="'minilm' (ONNX Runtime), 'minilm:torch' (sentence-transformers) or "
+         "'model2vec:PATH' (default: the model the store records).")]
 
 
 def plain(value: object) -> str:
