@@ -154,12 +154,15 @@ ORDER_WORDS = {"over": "over", "than": "than", "instead": "instead", "vs": "vs",
 MARKUP = (r"\{\{[<%].*?[%>]\}\}|(?i:</?(?:b|i|em|strong|code|span|div|p|br|a|sup|sub|u|small"
           r"|kbd|mark|del|ins|s|strike|tt|var|abbr|cite|q|font|center|hr|img|details|summary)"
           r"(?:\s[^<>\n]{0,200})?/?>)")
-_LAYOUT = (
-    MARKUP,
-    r"\]\([^)\s]*\)",                   # Markdown link targets (a URL is a fact of its own)
-    r"(?m)^[ \t]*(?:[-*+•]|\d{1,3}[.)]|[A-Za-z][.)])[ \t]+",  # list markers
-    r"(?m)^[ \t]*#{1,6}[ \t]+",         # heading markers
-    r"(?m)^[ \t]*>[ \t]?",              # quote markers
+# Each layout pattern with the literals a text must hold for it to match: a pattern runs only
+# on the rows that hold one (a regex pass over every row cost more than the rest together).
+# Each layout pattern with the literals a text must hold for it to match: a pattern runs only
+# on the rows that hold one (a regex pass over every row cost more than the rest together).
+# List and heading markers need no pattern here: they hold no letters, so no word.
+_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (MARKUP, ("{{", "<")),
+    (r"\]\([^)\s]*\)", ("](",)),  # Markdown link targets (a URL is a fact of its own)
+    (r"(?m)^[ \t]*>[ \t]?", (">",)),  # quote markers (">" is a comparison elsewhere)
 )
 # A word: letters and marks of the scripts with case (below U+0800; wider scripts are the fact
 # scanner's terms), an arrow, or a comparison ("= 0" is not "!= 0").
@@ -214,12 +217,27 @@ _TYPED = (rf"(?P<i1>{_IDENTIFIER})[ \t]+{_TYPE_NOUN}\b"
           rf"|\b{_TYPE_NOUN}[ \t]+(?P<i2>{_IDENTIFIER})")
 
 
-def strip_layout(text: pl.Expr) -> pl.Expr:
+_TYPE_NOUN_WORDS = ("file", "flag", "option", "command", "parameter", "variable", "function",
+                    "method", "class", "field", "key", "setting", "propert", "attribute",
+                    "director", "folder", "module", "package", "librar", "endpoint", "argument",
+                    "fil", "fichier", "archivo", "arquivo", "opción", "opção", "comando",
+                    "commande")
+
+
+def strip_layout(text: pl.Series) -> pl.Series:
     """``text`` without layout (markers, markup) and without the nouns that only name an
     identifier's kind: what a reader reads."""
-    for pattern in _LAYOUT:
-        text = text.str.replace_all(pattern, " ")
-    return text.str.replace_all(_TYPED, "${i1}${i2}")
+    for pattern, literals in _LAYOUT:
+        text = _replace_where(text, text.str.contains_any(list(literals)), pattern, " ")
+    nouns = text.str.contains_any(list(_TYPE_NOUN_WORDS), ascii_case_insensitive=True)
+    return _replace_where(text, nouns, _TYPED, "${i1}${i2}")
+
+
+def _replace_where(text: pl.Series, mask: pl.Series, pattern: str, by: str) -> pl.Series:
+    rows = np.flatnonzero(mask.fill_null(False).to_numpy())
+    if rows.shape[0] == 0:
+        return text
+    return text.scatter(rows, text.gather(rows).str.replace_all(pattern, by))
 
 
 def _hash(column: pl.Series) -> np.ndarray:
@@ -249,14 +267,20 @@ _FUNCTION, _NEGATION_WORD, _ORDER_WORD, _CONTENT_WORD = 0, 1, 2, 3
 
 def _words_of(text: pl.Series, lang: pl.Series, rows: np.ndarray) -> pl.DataFrame:
     """One row per token of the prose rows, in text order: row, token, lower case, language."""
-    frame = pl.DataFrame({"row": rows, "text": text, "lang": lang})
+    frame = pl.DataFrame({"row": rows, "text": strip_layout(text.fill_null("")), "lang": lang})
     frame = frame.select(
-        "row", "lang", tok=strip_layout(pl.col("text")).str.extract_all(_TOKEN)
+        "row", "lang", tok=pl.col("text").str.extract_all(_TOKEN)
     ).explode("tok").drop_nulls("tok")
-    low = pl.col("tok").str.to_lowercase().replace(_COMPARISONS)
-    return frame.with_columns(
-        low=pl.when(low.str.contains(_NEGATED_CONTRACTION)).then(pl.lit("not"))
-        .otherwise(low.str.replace(_ELISION, "").str.replace(_POSSESSIVE, "")))
+    frame = frame.with_columns(low=pl.col("tok").str.to_lowercase().replace(_COMPARISONS))
+    quoted = frame.get_column("low").str.contains_any(["'", "’"])
+    rows_q = np.flatnonzero(quoted.to_numpy())
+    if rows_q.shape[0] == 0:
+        return frame
+    low = frame.get_column("low").gather(rows_q)
+    fixed = pl.select(
+        pl.when(low.str.contains(_NEGATED_CONTRACTION)).then(pl.lit("not"))
+        .otherwise(low.str.replace(_ELISION, "").str.replace(_POSSESSIVE, ""))).to_series()
+    return frame.with_columns(frame.get_column("low").scatter(rows_q, fixed))
 
 
 def _classify(words: list[str], langs: list[str]
@@ -316,24 +340,32 @@ def word_table(text: pl.Series, lang: pl.Series, rows: np.ndarray,
     if frame.height == 0:
         return pl.DataFrame(schema=_WORD_SCHEMA)
     # Classify each distinct (language, word) once: a corpus has ~10⁵ of them in ~10⁷ words.
-    keyed = frame.select(pl.concat_str("lang", "low", separator="\x1f")).to_series()
-    _, first, inverse = np.unique(_hash(keyed), return_index=True, return_inverse=True)
-    klass_u, pair_u, stem_u = _classify(frame.get_column("low").gather(first).to_list(),
-                                        frame.get_column("lang").gather(first).to_list())
-    klass, pair = klass_u[inverse], pair_u[inverse]
+    distinct = frame.select("lang", "low").unique(maintain_order=True)
+    klass_u, pair_u, stem_u = _classify(distinct.get_column("low").to_list(),
+                                        distinct.get_column("lang").to_list())
+    info = distinct.with_columns(pl.Series("klass", klass_u), pl.Series("pair", pair_u),
+                                 pl.Series("stem", stem_u))
+    frame = frame.join(info, on=["lang", "low"], how="left", maintain_order="left")
+    klass = frame.get_column("klass").to_numpy()
+    pair = frame.get_column("pair").to_numpy()
     tok = frame.get_column("tok")
     # A single character is content only as a capital (a label: "mode A") or a comparison; a
     # two-letter acronym ("ML") is left to the facts (they start at three letters), so that an
     # abbreviation and its expansion ("machine learning") are the same content.
-    single = tok.str.len_chars().to_numpy() == 1
-    label = tok.str.contains(r"^[\p{Lu}=<>]$").to_numpy()
-    acronym = tok.str.contains(r"^\p{Lu}\p{Lu}$").to_numpy()
+    length = tok.str.len_chars().to_numpy()
+    single = length == 1
+    label = np.zeros(length.shape[0], dtype=bool)
+    acronym = np.zeros(length.shape[0], dtype=bool)
+    short = np.flatnonzero(length <= 2)
+    if short.shape[0]:
+        few = tok.gather(short)
+        label[short] = few.str.contains(r"^[\p{Lu}=<>]$").to_numpy()
+        acronym[short] = few.str.contains(r"^\p{Lu}\p{Lu}$").to_numpy()
     content = (klass == _CONTENT_WORD) & (~single | label) & ~acronym
     if every_word is not None and every_word.any():
         position = np.searchsorted(rows, frame.get_column("row").to_numpy())
         content |= every_word[position] & (klass != _NEGATION_WORD) & ~acronym
     return frame.with_columns(
-        pl.Series("klass", klass), pl.Series("pair", pair), pl.Series("stem", stem_u[inverse]),
         pl.Series("content", content),
         pl.Series("marked", (pair >= 0) | (klass == _NEGATION_WORD) | (klass == _ORDER_WORD)),
     )
