@@ -74,6 +74,8 @@ need needs needed require requires required requirement requirements necessary e
 utilize utilise utilizes utilises utilized utilised employ
 big large huge
 every each
+billion bn
+million mn
 small little tiny
 kid kids child children
 woman women lady ladies
@@ -163,6 +165,8 @@ _LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
     (MARKUP, ("{{", "<")),
     (r"\]\([^)\s]*\)", ("](",)),  # Markdown link targets (a URL is a fact of its own)
     (r"(?m)^[ \t]*>[ \t]?", (">",)),  # quote markers (">" is a comparison elsewhere)
+    # A number written in words is a number fact ("twenty-one" is 21), not the word "one".
+    (r"(?i)\b(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)-\w+", ("-",)),
 )
 # A word: letters and marks of the scripts with case (below U+0800; wider scripts are the fact
 # scanner's terms), an arrow, or a comparison ("= 0" is not "!= 0").
@@ -254,11 +258,13 @@ def _hash_words(words: list[str]) -> np.ndarray:
 
 
 @functools.cache
-def _word_lists() -> tuple[frozenset[str], dict[str, int]]:
-    """The negation words, and each opposite form's ``pair << 1 | side``."""
-    from .facts import _NEGATIONS, POLAR_SIDES
+def _word_lists() -> tuple[frozenset[str], dict[str, int], frozenset[str]]:
+    """The negation words, each opposite form's ``pair << 1 | side``, and the words that are
+    numbers or units (facts of their own: "three" is the number 3, "seconds" the unit s)."""
+    from .facts import _NEGATIONS, _NUMBER_WORDS, _UNITS, POLAR_SIDES
 
-    return frozenset(_NEGATIONS), {f: (p << 1) | side for f, (p, side) in POLAR_SIDES.items()}
+    return (frozenset(_NEGATIONS), {f: (p << 1) | side for f, (p, side) in POLAR_SIDES.items()},
+            frozenset(_NUMBER_WORDS) | frozenset(_UNITS))
 
 
 # What a word is (per distinct word and language).
@@ -287,7 +293,7 @@ def _classify(words: list[str], langs: list[str]
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per distinct (word, language): its class, its opposite's ``pair << 1 | side`` (-1 if
     none) and the hash of its stem (or of its order word's canonical form)."""
-    negations, polar = _word_lists()
+    negations, polar, numeric = _word_lists()
     klass = np.full(len(words), _CONTENT_WORD, dtype=np.int8)
     pair = np.full(len(words), -1, dtype=np.int64)
     stems = list(words)
@@ -299,7 +305,7 @@ def _classify(words: list[str], langs: list[str]
             klass[i] = _ORDER_WORD
             stems[i] = ORDER_WORDS[w]
         else:
-            if w in BY_LANGUAGE[lang]:
+            if w in BY_LANGUAGE[lang] or w in numeric:
                 klass[i] = _FUNCTION
             # Function words are stemmed too: in a heading every word counts.
             by_lang.setdefault(lang, []).append(i)
@@ -411,7 +417,8 @@ def _relation_facts(row: np.ndarray, content: np.ndarray, stem: np.ndarray, klas
         for h, bit in ((h_before, 0), (h_after, 1)):
             side = np.uint64(bit) << np.uint64(ROLE_AFTER_BIT)
             parts.append((rows[polar], role | side | p | (h[polar] & np.uint64(ROLE_HASH_BITS))))
-    negated = klass[marked] == _NEGATION_WORD
+    # A negation with nothing after it says where it stands by nothing.
+    negated = (klass[marked] == _NEGATION_WORD) & (after >= 0)
     if negated.any():
         value = role | (np.uint64(1) << np.uint64(ROLE_AFTER_BIT)) | (
             np.uint64(NEGATED) << np.uint64(ROLE_PAIR_SHIFT))

@@ -34,7 +34,7 @@ though although however thus therefore hence yet still even let lets using use u
 simply basically actually generally typically please note within across along around through
 toward towards upon like unlike get gets getting got s t ll ve re d m e g eg ie i.e e.g vs
 then now well often sometimes mostly already ever here's there's it's that's what's let's
-system systems thing things way ways kind kinds sort stuff
+system systems thing things way ways kind kinds sort stuff based
 """
 
 _ES = """
