@@ -26,7 +26,7 @@ def corpus(seed: int = 7) -> pl.DataFrame:
         # doc_id, doc_type, language, text, embedding, salience
         ("faq-1", "faq", "en", "alpha", base[0], 0.9),
         ("faq-1", "faq", "en", "alpha again", near(base[0]), 0.8),
-        ("faq-1", "faq", "en", "alpha once more", near(base[0]), 0.7),
+        ("faq-1", "faq", "en", "alpha, once again", near(base[0]), 0.7),
         ("faq-1", "faq", "en", "beta", base[1], 0.6),
         ("faq-2", "faq", "en", "gamma", base[2], 0.9),
         ("faq-2", "faq", "en", "gamma", base[2], 0.5),

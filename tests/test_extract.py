@@ -331,7 +331,8 @@ def test_inline_code_keeps_its_fact_without_its_backticks(tmp_path: Path) -> Non
         first, second = rows["fact_signature"].to_list()
         assert first != second
         plain = fact_signatures(rows["text"]).to_list()
-        assert plain[0] == plain[1]
+        # Without the terms the two commands state the same facts (their words differ).
+        assert [v for v in plain[0] if v >> 60 < 8] == [v for v in plain[1] if v >> 60 < 8]
         assert set(plain[0]) < set(first)
     frame = extract(tmp_path / "checks.md")
     backticked = fact_signatures(pl.Series(["set `ebpf` in the list"])).to_list()[0]
