@@ -39,6 +39,7 @@ methods, retrieval's cross-document dedup) applies the same rule by the same che
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 import polars as pl
@@ -485,6 +486,16 @@ def _code_facts(text: pl.Series, rows: np.ndarray) -> list[tuple[np.ndarray, np.
              h | (kinds.astype(np.uint64) << np.uint64(KIND_SHIFT)))]
 
 
+CHUNK_BYTES = 8 << 20
+
+
+def _runs(keys: np.ndarray) -> list[tuple[int, int]]:
+    """(start, stop) of each run of equal values in the non-decreasing ``keys``."""
+    edges = np.flatnonzero(np.diff(keys)) + 1
+    bounds = [0, *edges.tolist(), int(keys.shape[0])]
+    return list(itertools.pairwise(bounds))
+
+
 def language_keys(language: pl.Series | None, n: int) -> pl.Series:
     """The function-word list of each row (:func:`arrowdedup.function_words.language_key`)."""
     if language is None:
@@ -521,8 +532,14 @@ def content_facts(text: pl.Series, *, segment_type: pl.Series | None,
     if prose_rows.shape[0]:
         strict = (kinds.is_in(sorted(STRICT_TYPES)).fill_null(False).to_numpy().astype(bool)
                   if kinds is not None else np.zeros(n, dtype=bool))
-        parts.extend(_prose_facts(text.gather(prose_rows), langs.gather(prose_rows),
-                                  prose_rows.astype(np.int64), strict[prose_rows]))
+        # In pieces of at most CHUNK_BYTES of text: a word table costs ~20 bytes a byte of text,
+        # so memory stays bounded whatever the input (a 100 MB table file included).
+        sizes = text.gather(prose_rows).str.len_bytes().fill_null(0).to_numpy()
+        piece = np.cumsum(sizes) // CHUNK_BYTES
+        for start, stop in _runs(piece):
+            rows = prose_rows[start:stop]
+            parts.extend(_prose_facts(text.gather(rows), langs.gather(rows),
+                                      rows.astype(np.int64), strict[rows]))
     parts = [p for p in parts if p[0].shape[0]]
     if not parts:
         return None

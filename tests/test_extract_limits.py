@@ -74,7 +74,9 @@ def test_shared_strings_count_once_per_cell(tmp_path):
     with pytest.raises(InputError, match=r"bomb\.xlsx: .*more than 64 MB of text.*--max-text-mb"):
         extract(tmp_path / "bomb.xlsx")
     small = ExtractLimits(max_text_bytes=1 << 20)
-    frame = extract(tmp_path / "bomb.xlsx", limits=ExtractLimits(max_text_bytes=200 << 20))
+    # 100 MB of cell text takes more than the default worker memory to read: raised too.
+    frame = extract(tmp_path / "bomb.xlsx",
+                    limits=ExtractLimits(max_text_bytes=200 << 20, memory=4096 << 20))
     assert frame.filter(pl.col("segment_type") == "table_row").height == 20_000
     with pytest.raises(InputError, match="--max-text-mb"):
         extract(tmp_path / "bomb.xlsx", limits=small)

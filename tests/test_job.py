@@ -291,7 +291,7 @@ def test_a_ray_worker_reuses_its_mapping_until_the_file_changes(tmp_path: Path) 
     assert want is not None and second[1].documents.equals(want[1].documents)
 
     # Rewritten with other rows: a new mapping, and the bucket read from the new file.
-    other = corpus(docs=12, per_doc=10, seed=5)
+    other = corpus(docs=12, per_doc=11, seed=5)  # other counts, whatever the guard keeps
     replacement = tmp_path / "new.arrow"
     feather.write_feather(other.to_arrow(), replacement, compression="uncompressed")
     os.replace(replacement, path)
