@@ -75,6 +75,9 @@ need needs needed require requires required requirement requirements necessary e
 utilize utilise utilizes utilises utilized utilised employ
 big large huge
 every each
+next following
+begin begins began begun beginning start starts started starting
+create creates created creating produce produces produced producing generate generates generated
 billion bn
 million mn
 small little tiny
@@ -217,7 +220,7 @@ _IDENTIFIER = (r"(?:`[^`\n]+`|--?[A-Za-z][\w-]*|[\w-]+(?:[./][\w-]+)+|\w*[a-z][A
 _TYPE_NOUN = (r"(?i:files?|flags?|options?|commands?|parameters?|variables?|functions?"
               r"|methods?|class(?:es)?|fields?|keys?|settings?|propert(?:y|ies)|attributes?"
               r"|director(?:y|ies)|folders?|modules?|packages?|librar(?:y|ies)|endpoints?"
-              r"|arguments?|fil|fichier|archivo|arquivo|opción|opção|comando|commande)")
+              r"|arguments?|values?|fil|fichier|archivo|arquivo|opción|opção|comando|commande)")
 _TYPED = (rf"(?P<i1>{_IDENTIFIER})[ \t]+{_TYPE_NOUN}\b"
           rf"|\b{_TYPE_NOUN}[ \t]+(?P<i2>{_IDENTIFIER})")
 
@@ -225,7 +228,7 @@ _TYPED = (rf"(?P<i1>{_IDENTIFIER})[ \t]+{_TYPE_NOUN}\b"
 _TYPE_NOUN_WORDS = ("file", "flag", "option", "command", "parameter", "variable", "function",
                     "method", "class", "field", "key", "setting", "propert", "attribute",
                     "director", "folder", "module", "package", "librar", "endpoint", "argument",
-                    "fil", "fichier", "archivo", "arquivo", "opción", "opção", "comando",
+                    "value", "fil", "fichier", "archivo", "arquivo", "opción", "opção", "comando",
                     "commande")
 
 

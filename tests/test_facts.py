@@ -46,7 +46,7 @@ REFUSED = [
     # a qualifier only the segment states, another word for the same slot.
     ("Die Anwendung speichert Daten.", "Die Anwendung sichert Daten.", None, "de", "content"),
     ("Register a no-op exporter.", "Register an exporter.", None, None, "content"),
-    ("Fetch the next page.", "Fetch the following page.", None, None, "content"),
+    ("Fetch the next page.", "Fetch the previous page.", None, None, "content"),
     ("Die Konfiguration ist einfach.", "Die Konfiguration ist nicht einfach.", None, "de",
      "negation"),
     ("Es gibt 10.000 Nutzer.", "Es gibt 20.000 Nutzer.", None, "de", "number"),
