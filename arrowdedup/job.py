@@ -1414,6 +1414,9 @@ def write_store(
     dec_bounds = np.searchsorted(dec_bucket[dec_order], np.arange(buckets + 1))
     builders: list[Any] = default_indexes() if indexes else []
     builders += [_HookIndex(h) for h in hooks]
+    # The signatures were written under today's rules: say so, as ingest_to_store does, so
+    # readers know their layout (rules.signatures_current).
+    extra = {"rules": RULES_VERSION, **(extra or {})}
     writer = StoreWriter(root, buckets=buckets, config=result.config, inputs=inputs,
                          embedding_model=embedding_model, extra=extra, indexes=builders)
     from .vectors import input_rows

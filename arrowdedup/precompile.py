@@ -91,7 +91,9 @@ def _warm_scanner() -> None:
     from .facts import TWIN_MAX_BYTES, fact_signatures
 
     line = 'Version 2.4 of "the API" allows 10 MB/s, not 20; see `retry_policy` at 09:30.\n'
-    texts = [line * (TWIN_MAX_BYTES // len(line) + 1), "Plan: Pro\nPrice: 20 EUR", "x = 1"]
+    # Ten times the twin's bound: the content words merged into the signatures
+    # (facts._with_facts) then number more than TWIN_MAX_BYTES too, as in a real run.
+    texts = [line * (10 * TWIN_MAX_BYTES // len(line) + 1), "Plan: Pro\nPrice: 20 EUR", "x = 1"]
     fact_signatures(pl.Series("text", texts, dtype=pl.String),
                     segment_type=pl.Series(["paragraph", "table_row", "code"], dtype=pl.String),
                     language=pl.Series(["en", "en", "en"], dtype=pl.String),

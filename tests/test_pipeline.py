@@ -13,7 +13,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 import xxhash
-from conftest import segments_frame, word
+from conftest import segments_frame, spacing, word
 from typer.testing import CliRunner
 
 from arrowdedup import SchemaError, ingest, open_store, write_store
@@ -25,12 +25,18 @@ def corpus(docs: int = 30, per_doc: int = 40, dim: int = 16, seed: int = 0) -> p
     rng = np.random.default_rng(seed)
     texts, embs, doc_ids = [], [], []
     for d in range(docs):
-        base = rng.standard_normal((per_doc // 2, dim)).astype(np.float32)
-        copies = base[rng.integers(0, per_doc // 2, per_doc - per_doc // 2)]
+        half = per_doc // 2
+        base = rng.standard_normal((half, dim)).astype(np.float32)
+        source = rng.integers(0, half, per_doc - half)
+        copies = base[source]
         copies = copies + 0.05 * rng.standard_normal(copies.shape).astype(np.float32)
         x = np.concatenate([base, copies])
         for i in range(per_doc):
-            texts.append(f"doc {word(d)} text {word(i % (per_doc - 3))}")  # some exact copies
+            # A copy says what its source says, in other spacing (layout: rules 18.0 merge it);
+            # the last three copy it exactly.
+            src = i if i < half else int(source[i - half])
+            layout = "" if i < half or i >= per_doc - 3 else spacing(i)
+            texts.append(f"doc {word(d)} text {word(src)}{layout}")
             embs.append(x[i])
             doc_ids.append(f"doc-{d}")
     frame = segments_frame(texts, embs, doc_id=doc_ids,

@@ -45,7 +45,7 @@ def test_layout_and_read_back(tmp_path: Path) -> None:
     assert store.version == version.resolve()
     assert (tmp_path / "s" / "current").is_symlink()
     m = store.manifest
-    assert m["format_version"] == 3 and m["run_id"] and m["buckets"] == 4
+    assert m["format_version"] == 4 and m["run_id"] and m["buckets"] == 4
     assert m["embedding"]["dim"] == 8
     assert m["counts"]["segments_in"] == frame.height
     assert m["config"] == result.config.to_dict()

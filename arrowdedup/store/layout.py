@@ -43,8 +43,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-FORMAT_VERSION = 3
-READABLE_FORMATS = (1, 2, 3)
+# 4: block checksums and the manifest's own checksum, the embedder's runtime, the compile and
+# buckets stage timings, the external links extraction did not follow (all optional to a
+# reader, so format 3 reads as before).
+FORMAT_VERSION = 4
+READABLE_FORMATS = (1, 2, 3, 4)
 # The first format whose versions can take deltas: it records each document's input
 # fingerprint and the BM25 term frequencies (see :mod:`.delta`).
 UPDATABLE_FORMAT = 3
