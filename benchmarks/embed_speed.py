@@ -250,7 +250,7 @@ def run(quick: bool) -> dict[str, Any]:
         "search_runs": search, "search_cpu_runs": search_cpu, "search_p50_s": search_p50,
         "search_cpu_p50_s": statistics.median(search_cpu["minilm"]), "search_store_segments":
             store_segments, "targets": TARGETS, "meets_targets": meets,
-        "load_average_1min": [load_before, load_after], "export_cache": str(cache_dir()),
+        "load_average_1min": [load_before, load_after], "export_cache": _home_relative(cache_dir()),
     }
     return {
         "parameters": {"segments": SEGMENTS if not quick else 200, "repeats": repeats,
@@ -300,3 +300,12 @@ def headline(result: dict[str, Any]) -> list[str]:
             f"encode, {f['floor_fraction']:.0%} of the FLOP floor; fresh-process search "
             f"{fmt(f['search_p50_s'])} s p50 (target ≤ 2 s: "
             f"{'met' if f['meets_targets']['search'] else 'MISSED'})."]
+
+
+def _home_relative(path: Any) -> str:
+    """``path`` with the home directory written as ``~``: results name no machine's paths."""
+    from pathlib import Path
+
+    home = str(Path.home())
+    text = str(path)
+    return "~" + text[len(home):] if text.startswith(home) else text
