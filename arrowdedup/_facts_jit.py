@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._numba import numba
-from .fact_scan import _sort_unique, find
+from .fact_scan import KIND_SHIFT, LOW, _sort_unique, find
 
 
 @numba.njit(nogil=True, cache=True)
@@ -73,9 +73,9 @@ def _has(values: np.ndarray, lo: int, hi: int, x: np.uint64) -> bool:
 
 
 # The signature's layout (see :mod:`arrowdedup.facts` and :mod:`arrowdedup.content_words`):
-# the top four bits of a value are its kind.
-_SHIFT = np.uint64(60)
-_LOW = np.uint64((1 << 60) - 1)
+# the top four bits of a value are its kind (the scanner's KIND_SHIFT and LOW).
+_SHIFT = KIND_SHIFT
+_LOW = LOW
 _NEGATION = 7
 _CONTENT, _ALIAS, _ROLE, _ORDER = 8, 9, 10, 11
 _CODE_COMMAND, _CODE_NOTE = 13, 14

@@ -44,15 +44,13 @@ import itertools
 import numpy as np
 import polars as pl
 
+from . import facts
 from .function_words import BY_LANGUAGE, DEFAULT_LANGUAGE
-
-# Segment types whose every word is content, compared both ways (facts.STRICT_TYPES).
-STRICT_TYPES = frozenset({"heading", "title"})
 
 # Kinds of the signature beyond the facts (top four bits of a value; see facts.KIND_NAMES).
 CONTENT, ROLE, ORDER, CODE_COMMAND, CODE_NOTE = 8, 10, 11, 13, 14
-KIND_SHIFT = 60
-LOW = (1 << KIND_SHIFT) - 1
+KIND_SHIFT = int(facts.KIND_SHIFT)
+LOW = int(facts.LOW_BITS)
 # Inside a role value: bit 59 the side of the neighbour (0 before, 1 after); bits 44..58 the
 # opposite's (pair << 1 | side), or NEGATED for a negation; bits 0..43 the neighbour's hash.
 ROLE_AFTER_BIT = 59
@@ -195,17 +193,10 @@ def _stemmer(lang: str) -> object | None:
     return Stemmer.Stemmer(name)
 
 
-@functools.cache
-def _polar_forms() -> dict[str, str]:
-    from .facts import POLAR_WORDS
-
-    return POLAR_WORDS
-
-
 def stem_words(words: list[str], lang: str) -> list[str]:
     """Lower-case ``words`` folded to their synonym group's first word (or, for a word of the
     closed list of opposites, to its side's first form: ``sent`` = ``send``), then stemmed."""
-    polar = _polar_forms()
+    polar = facts.POLAR_WORDS
     folded = [_SYNONYM_OF.get(w) or polar.get(w, w) for w in words]
     stemmer = _stemmer(lang)
     if stemmer is None:
@@ -265,10 +256,9 @@ def _hash_words(words: list[str]) -> np.ndarray:
 def _word_lists() -> tuple[frozenset[str], dict[str, int], frozenset[str]]:
     """The negation words, each opposite form's ``pair << 1 | side``, and the words that are
     numbers or units (facts of their own: "three" is the number 3, "seconds" the unit s)."""
-    from .facts import _NEGATIONS, _NUMBER_WORDS, _UNITS, POLAR_SIDES
-
-    return (frozenset(_NEGATIONS), {f: (p << 1) | side for f, (p, side) in POLAR_SIDES.items()},
-            frozenset(_NUMBER_WORDS) | frozenset(_UNITS))
+    sides = {f: (p << 1) | side for f, (p, side) in facts.POLAR_SIDES.items()}
+    return (frozenset(facts._NEGATIONS), sides,
+            frozenset(facts._NUMBER_WORDS) | frozenset(facts._UNITS))
 
 
 # What a word is (per distinct word and language).
@@ -533,7 +523,8 @@ def content_facts(text: pl.Series, *, segment_type: pl.Series | None,
         parts.extend(_code_facts(text.gather(code_rows), code_rows.astype(np.int64)))
     prose_rows = np.flatnonzero(~is_code & wanted)
     if prose_rows.shape[0]:
-        strict = (kinds.is_in(sorted(STRICT_TYPES)).fill_null(False).to_numpy().astype(bool)
+        # Headings and titles (the guard's strict types) compare every word, both ways.
+        strict = (kinds.is_in(sorted(facts.STRICT_TYPES)).fill_null(False).to_numpy().astype(bool)
                   if kinds is not None else np.zeros(n, dtype=bool))
         # In pieces of at most CHUNK_BYTES of text: a word table costs ~20 bytes a byte of text,
         # so memory stays bounded whatever the input (a 100 MB table file included).

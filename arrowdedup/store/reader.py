@@ -82,16 +82,22 @@ def scan_parquet_checked(path: Path, guard: FileGuard | None) -> pl.LazyFrame:
         if needed is not None and predicate is not None:
             needed |= set(predicate.meta.root_names())
         check_parquet(guard, needed)
-        lf = pl.scan_parquet(path)
-        if predicate is not None:
-            lf = lf.filter(predicate)
-        if with_columns is not None:
-            lf = lf.select(with_columns)
-        if n_rows is not None:
-            lf = lf.head(n_rows)
-        yield lf.collect()
+        yield _pushed_down(pl.scan_parquet(path), with_columns, predicate, n_rows)
 
     return register_io_source(source, schema=schema)
+
+
+def _pushed_down(lf: pl.LazyFrame, with_columns: list[str] | None, predicate: pl.Expr | None,
+                 n_rows: int | None) -> pl.DataFrame:
+    """What an IO plugin source yields: ``lf`` with the projection, filter and row limit Polars
+    pushed down to it."""
+    if predicate is not None:
+        lf = lf.filter(predicate)
+    if with_columns is not None:
+        lf = lf.select(with_columns)
+    if n_rows is not None:
+        lf = lf.head(n_rows)
+    return lf.collect()
 
 
 def scan_ipc_checked(path: Path, guard: FileGuard | None) -> pl.LazyFrame:
@@ -114,14 +120,7 @@ def scan_ipc_checked(path: Path, guard: FileGuard | None) -> pl.LazyFrame:
                n_rows: int | None, batch_size: int | None) -> Any:
         del batch_size
         guard.check_all()
-        lf = pl.scan_ipc(path)
-        if predicate is not None:
-            lf = lf.filter(predicate)
-        if with_columns is not None:
-            lf = lf.select(with_columns)
-        if n_rows is not None:
-            lf = lf.head(n_rows)
-        yield lf.collect()
+        yield _pushed_down(pl.scan_ipc(path), with_columns, predicate, n_rows)
 
     return register_io_source(source, schema=schema)
 
