@@ -673,22 +673,31 @@ def lone_rows(order: np.ndarray, offsets: np.ndarray, fact_offsets: np.ndarray,
     big = np.flatnonzero(sizes >= min_rows)
     if big.size == 0 or fact_values.size == 0:
         return lone
+    at = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)  # group of order[i]
+    at[sizes[at] < min_rows] = -1
     group = np.full(n, -1, dtype=np.int64)
-    for g in big:
-        group[order[offsets[g]:offsets[g + 1]]] = g
+    group[order[:at.shape[0]]] = at
     row_of_value = np.repeat(np.arange(n, dtype=np.int64), np.diff(fact_offsets))
     kinds = fact_values >> KIND_SHIFT
     keep = np.isin(kinds, _EXACT_KINDS) & (group[row_of_value] >= 0)
     rows = row_of_value[keep]
     values = fact_values[keep]
     groups = group[rows]
-    by = np.lexsort((values, groups))
-    groups, values, rows = groups[by], values[by], rows[by]
-    start = np.ones(rows.size, dtype=bool)
-    start[1:] = (groups[1:] != groups[:-1]) | (values[1:] != values[:-1])
-    run = np.cumsum(start) - 1
-    counts = np.bincount(run)
-    lone[rows[counts[run] == 1]] = True
+    # A hash table of (group, value) counts settles most values without a sort; the values
+    # that share a slot are counted exactly by sorting only them.
+    key = values ^ (groups.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    bits = max(int(rows.size * 4 - 1).bit_length(), 1)
+    slot = ((key * np.uint64(0xBF58476D1CE4E5B9)) >> np.uint64(64 - bits)).astype(np.int64)
+    alone = np.bincount(slot, minlength=1 << bits)[slot] == 1
+    lone[rows[alone]] = True
+    shared = np.flatnonzero(~alone)
+    if shared.size:
+        by = np.lexsort((values[shared], groups[shared]))
+        g, v, r = groups[shared][by], values[shared][by], rows[shared][by]
+        start = np.ones(r.size, dtype=bool)
+        start[1:] = (g[1:] != g[:-1]) | (v[1:] != v[:-1])
+        run = np.cumsum(start) - 1
+        lone[r[np.bincount(run)[run] == 1]] = True
     compared = (fact_modes == SUBSET) | (fact_modes == EQUAL)
     with_code = np.zeros(offsets.shape[0], dtype=bool)
     with_code[group[(fact_modes == CODE) & (group >= 0)]] = True

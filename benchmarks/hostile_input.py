@@ -8,9 +8,9 @@ Each row is ``arrowdedup ingest FOLDER --skip-bad-files`` with Model2Vec in a fr
   XFD1048576, one with a cell at ZZ200000, 100k rows pointing at one 20 KB shared string, a
   600,000-column CSV (9 MB), beside an ordinary workbook and a Markdown file. Each bad file is
   skipped with one line; the run exits 0.
-- **large**: the shared OpenTelemetry docs (1,812 Markdown files) plus one file of each
-  tabular and text kind at just under 10 MB: a CSV of 150k rows, an xlsx of 60k rows, a JSONL
-  file and a Markdown file.
+- **large**: the shared OpenTelemetry docs (1,812 Markdown files) plus generated files of
+  up to 10 MB: a CSV of 150k rows, an xlsx of 60k rows of numbers, a Markdown file and a
+  plain-text file.
 
 Target: peak RSS of the tree ≤ 1.5 GB for an ingest whose largest file is ≤ 10 MB. Each
 figure is the median of 3 runs, with min and max.
@@ -18,7 +18,6 @@ figure is the median of 3 runs, with min and max.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -67,19 +66,19 @@ def _large(folder: Path, quick: bool) -> Path:
     if CORPUS.is_dir() and not quick:
         shutil.copytree(CORPUS, folder / "docs")
     rows = 15_000 if quick else 150_000
-    with (folder / "big.csv").open("w", encoding="utf-8") as f:
+    with (folder / "records.csv").open("w", encoding="utf-8") as f:
         f.write("id,name,region,amount,note\n")
         for i in range(rows):
             f.write(f"{i},item {i},r{i % 17},{i * 3 % 1000}.5,{_words(i)[:40]}\n")
-    table_xlsx(folder / "big.xlsx", rows=6_000 if quick else 60_000, columns=6)
-    with (folder / "big.jsonl").open("w", encoding="utf-8") as f:
-        for i in range(rows // 2):
-            f.write(json.dumps({"id": f"r{i}", "text": _words(i) + f" record {i}."}) + "\n")
-    with (folder / "big.md").open("w", encoding="utf-8") as f:
+    table_xlsx(folder / "sheet.xlsx", rows=6_000 if quick else 60_000, columns=6)
+    with (folder / "notes.md").open("w", encoding="utf-8") as f:
         for i in range(rows // 3):
             if i % 40 == 0:
                 f.write(f"\n## Section {i // 40}\n\n")
             f.write(f"Paragraph {i}: {_words(i)} ends here.\n\n")
+    with (folder / "page.txt").open("w", encoding="utf-8") as f:
+        for i in range(rows // 3):
+            f.write(f"Line {i} of the plain text file: {_words(i + 7)}.\n\n")
     return folder
 
 
@@ -140,8 +139,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "notes": [
             "hostile: far-cell workbooks (XFD1048576, ZZ200000), a shared-string bomb and a "
             "600,000-column CSV, each skipped with one line naming the limit and its option.",
-            "large: the shared OpenTelemetry docs plus a CSV, an xlsx, a JSONL and a Markdown "
-            "file of just under 10 MB each (generated).",
+            "large: the shared OpenTelemetry docs plus a CSV, an xlsx, a Markdown and a text "
+            "file of up to 10 MB each (generated).",
             "RSS is summed over the process and its descendants (extraction workers), polled "
             "every 50 ms, so a peak shorter than that can be missed.",
         ],
