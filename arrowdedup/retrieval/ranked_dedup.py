@@ -82,9 +82,9 @@ def certified_scan(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray, thres
     x = unit[rows].astype(np.float64)
     if not np.isfinite(x).all():
         return None
-    gram = x @ x.T
+    gram, magnitude = _gram_rows(x)
     gamma = d * _UNIT_ROUNDOFF / (1.0 - d * _UNIT_ROUNDOFF)
-    bound = 2.0 * gamma * (np.abs(x) @ np.abs(x).T) + 1e-30
+    bound = 2.0 * gamma * magnitude + 1e-30
     # The kernel compares float32 cosines with this float32 bound.
     thr = float(np.float32(effective_threshold(threshold)))
     sure_yes = gram - bound >= thr
@@ -107,6 +107,20 @@ def certified_scan(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray, thres
                 continue
         selected.append(p)
     return rep
+
+
+def _gram_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x @ x.T`` and ``|x| @ |x|.T``, one matrix-vector product per row: for ~100 rows a
+    BLAS matrix product wakes the BLAS thread pool, which cost 25-35 ms on a loaded 2-core
+    machine against under 1 ms for the row products."""
+    m = x.shape[0]
+    ax = np.abs(x)
+    gram = np.empty((m, m))
+    magnitude = np.empty((m, m))
+    for i in range(m):
+        gram[i] = x @ x[i]
+        magnitude[i] = ax @ ax[i]
+    return gram, magnitude
 
 
 def output_plan(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
