@@ -74,12 +74,15 @@ def _scan_group(rows: np.ndarray, p: KernelPlan, sel_of_class: np.ndarray, out: 
                 acc = np.float32(0.0)
                 for k in range(d):
                     acc += buffer[j, k] * cand[k]
-                if acc >= thr and not guard_refuses(r, buffer_rows[j], p, out):
-                    out.action[r] = MERGED_NEAR
-                    out.rep[r] = buffer_rows[j]
-                    out.sim[r] = acc
-                    merged = True
-                    break
+                if acc >= thr:
+                    if not guard_refuses(r, buffer_rows[j], p, out):
+                        out.action[r] = MERGED_NEAR
+                        out.rep[r] = buffer_rows[j]
+                        out.sim[r] = acc
+                        merged = True
+                        break
+                    if p.lone[r]:
+                        break  # its first refusal is recorded, and no other row covers it
             if merged:
                 continue
             for k in range(d):

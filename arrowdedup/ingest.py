@@ -280,6 +280,7 @@ def kernel_plan(plan: Plan, emb: Embeddings | None, cfg: DedupConfig) -> kernels
         plan.order, plan.offsets, matrix, inv_norm, usable, plan.hash_class, plan.n_classes,
         plan.filtered, kernels.effective_threshold(cfg.ingestion.similarity_threshold),
         f_off, f_val, f_mode, guard,
+        kernels.lone_of(plan.order, plan.offsets, f_off, f_val, f_mode, guard),
     )
 
 

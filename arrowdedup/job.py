@@ -1100,6 +1100,17 @@ def extract_segments(
     )
 
 
+def refuse_embedder_for_tables(embedder: str | Embedder | None) -> None:
+    """A segments table is never embedded (SPEC §3), so an embedder given with one would be
+    silently unused: its near duplicates would go unseen while the run looked embedded."""
+    if embedder is not None:
+        raise InputError(
+            "an embedder embeds document files only; a segments table is never embedded "
+            "(rows without an embedding get exact dedup only): add an 'embedding' column and "
+            "name its model with --embedding-model (embedding_model=), or ingest the document "
+            "files instead")
+
+
 def choose_embedder(out: str | Path, embedder: str | Embedder | None) -> str | Embedder:
     """The embedder of a run: the one given, else the one the store records (MiniLM on the
     store's runtime), else MiniLM. A spec given by name is checked against the store before
@@ -1277,8 +1288,10 @@ def ingest_to_store(
             "key_columns": list(key_columns) if key_columns else None,
             "detect_keys": detect_keys, "doc_version_from_path": doc_version_from_path}
         tables, paths = [frame.to_arrow()], []
-    elif paths:
-        check_inputs(paths)
+    else:
+        refuse_embedder_for_tables(embedder)
+        if paths:
+            check_inputs(paths)
     builders = default_indexes() if indexes is True else list(indexes or [])
     # Workers get stateless copies of the builders (a Ray task pickles what it is given; the
     # writer's builders accumulate the buckets).

@@ -11,7 +11,10 @@ a struct) and writes into one :class:`Outputs`:
 - ``hash_class``: a dense id per row, equal for rows of one group with one content hash;
 - ``filtered``: rows removed by the noise filter before the pass;
 - ``fact_offsets`` / ``fact_values`` / ``fact_modes``: the fact signatures in CSR form and the
-  per-row guard mode (:mod:`arrowdedup.facts`); ``guard`` turns the fact guard on.
+  per-row guard mode (:mod:`arrowdedup.facts`); ``guard`` turns the fact guard on; ``lone``
+  marks rows the guard refuses against every other row of their group
+  (:func:`arrowdedup.facts.lone_rows`): a scan stops at such a row's first refusal, which
+  changes no decision and keeps a table of alike rows from a quadratic scan.
 
 They write ``action`` (int8, codes below), ``rep`` (representative row or -1), ``sim``
 (cosine to the representative for near merges, else NaN), and ``refused`` / ``reason`` (the
@@ -72,6 +75,7 @@ class KernelPlan(NamedTuple):
     fact_values: np.ndarray  # uint64
     fact_modes: np.ndarray  # int8 (n,)
     guard: bool
+    lone: np.ndarray  # bool (n,): refused by every other row of its group (facts.lone_rows)
 
 
 class Outputs(NamedTuple):
@@ -103,7 +107,18 @@ def plan_of(order: np.ndarray, offsets: np.ndarray, matrix: np.ndarray, inv_norm
     f_off, f_val, f_mode = facts if facts is not None else no_facts(n)
     n_classes = int(hash_class.max()) + 1 if hash_class.size else 0
     return KernelPlan(order, offsets, matrix, inv_norm, usable, hash_class, n_classes, filtered,
-                      float(threshold), f_off, f_val, f_mode, facts is not None)
+                      float(threshold), f_off, f_val, f_mode, facts is not None,
+                      lone_of(order, offsets, f_off, f_val, f_mode, facts is not None))
+
+
+def lone_of(order: np.ndarray, offsets: np.ndarray, fact_offsets: np.ndarray,
+            fact_values: np.ndarray, fact_modes: np.ndarray, guard: bool) -> np.ndarray:
+    """:func:`arrowdedup.facts.lone_rows` under the guard, else no row is lone."""
+    if not guard:
+        return np.zeros(fact_modes.shape[0], dtype=bool)
+    from .facts import lone_rows
+
+    return lone_rows(order, offsets, fact_offsets, fact_values, fact_modes)
 
 
 def new_outputs(n: int) -> Outputs:

@@ -36,6 +36,11 @@ CHUNK = 4096
 # Far above the float32 rounding error of a d ≤ 4096 dot product of unit vectors (~1e-5 worst
 # case), so the screen never hides a pair that the exact dot would accept.
 SCREEN_MARGIN = 1e-3
+# first_hit of a candidate: the index of its representative among the selected rows, or one
+# of these (LONE: refused by a selected row and by every other row of its group, so it is
+# kept whatever the later chunks hold).
+NO_HIT = -1
+LONE = -2
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True, inline="always")
@@ -73,10 +78,14 @@ def _first_hits(
         for j in range(width):
             if screen[a, j] >= lo:
                 acc = _dot(cand[q], selected[c0 + j])
-                if acc >= thr and not guard_refuses(crow[q], sel_rows[c0 + j], p, out):
-                    first_hit[q] = c0 + j
-                    hit_sim[q] = acc
-                    break
+                if acc >= thr:
+                    if not guard_refuses(crow[q], sel_rows[c0 + j], p, out):
+                        first_hit[q] = c0 + j
+                        hit_sim[q] = acc
+                        break
+                    if p.lone[crow[q]]:
+                        first_hit[q] = LONE  # refused, and no other row covers it: kept
+                        break
 
 
 @numba.njit(nogil=True, cache=True)
@@ -120,16 +129,19 @@ def _scan_block(
                 out.sim[r] = hit_sim[q]
                 continue
             merged = False
-            for k in range(nin):
+            for k in range(nin if first_hit[q] != LONE else 0):
                 pq = inblock[k]
                 if gram[q, pq] >= lo:
                     acc = _dot(cand[q], cand[pq])
-                    if acc >= thr and not guard_refuses(r, sel_rows[nsel0 + k], p, out):
-                        out.action[r] = MERGED_NEAR
-                        out.rep[r] = sel_rows[nsel0 + k]
-                        out.sim[r] = acc
-                        merged = True
-                        break
+                    if acc >= thr:
+                        if not guard_refuses(r, sel_rows[nsel0 + k], p, out):
+                            out.action[r] = MERGED_NEAR
+                            out.rep[r] = sel_rows[nsel0 + k]
+                            out.sim[r] = acc
+                            merged = True
+                            break
+                        if p.lone[r]:
+                            break
             if merged:
                 continue
             selected[nsel, :] = cand[q]
@@ -178,7 +190,7 @@ def greedy_blocked_group(
         crow = np.ascontiguousarray(brows[cidx])
         # Same float32 products as the Numba kernel's unit vectors, bit for bit.
         cand = matrix[crow] * inv_norm[crow][:, None]
-        first_hit = np.full(cidx.shape[0], -1, dtype=np.int64)
+        first_hit = np.full(cidx.shape[0], NO_HIT, dtype=np.int64)
         hit_sim = np.zeros(cidx.shape[0], dtype=np.float32)
         pending = np.arange(cidx.shape[0], dtype=np.int64)
         for c0 in range(0, nsel, chunk):
@@ -190,7 +202,7 @@ def greedy_blocked_group(
             np.matmul(left, selected[c0:c1].T, out=screen)
             _first_hits(screen, pending, cand, crow, selected, sel_rows, c0, low, first_hit,
                         hit_sim, p, out)
-            pending = pending[first_hit[pending] < 0]
+            pending = pending[first_hit[pending] == NO_HIT]
         gram = cand @ cand.T
         nsel = _scan_block(brows, cpos, cand, gram, first_hit, hit_sim, selected, sel_rows, nsel,
                            low, sel_of_class, p, out)

@@ -420,13 +420,16 @@ def _scan_lsh(
             # the fact guard: bands are visited one after another, so keep the smallest.
             refused = -1
             refused_why = 0
+            lone = p.lone[r]
             for b in range(bands):
                 h = pos[i, b]
                 if h < 0:
                     continue
                 for t in range(box[h]):
                     j = box[h + 1 + t]
-                    if best >= 0 and j >= best:
+                    if (best >= 0 and j >= best) or (lone and refused >= 0 and j >= refused):
+                        # A lone row merges nowhere (facts.lone_rows), so only a smaller
+                        # first refusal could still change its record.
                         break
                     if stamp[j] == i:
                         continue

@@ -37,6 +37,7 @@ from .job import (
     _timings,
     default_indexes,
     is_documents_input,
+    refuse_embedder_for_tables,
 )
 from .store import DEFAULT_BUCKETS, Store, StoreWriter, bucket_of, encode_bucket, open_store
 from .store.delta import DeltaWriter
@@ -185,6 +186,7 @@ def _input_table(
         return _changed_files_table(store, paths, recorded, timings, embedder=embedder,
                                     quiet=quiet, extract=extract,
                                     allow_moved_sources=allow_moved_sources)
+    refuse_embedder_for_tables(embedder)
     if paths:
         tables = [read_table_file(p) for p in paths]
     if not tables:

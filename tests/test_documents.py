@@ -180,3 +180,24 @@ def test_cli_ingest_documents_and_refuse_other_model(tmp_path) -> None:
     assert res.exit_code == 1
     assert "embeddings of two models must not mix" in res.output
     assert "Traceback" not in res.output
+
+
+def test_an_embedder_with_a_segments_table_is_refused(tmp_path: Path) -> None:
+    """A table is never embedded (SPEC §3): an embedder given with one would go unused while
+    the run looked embedded (exact dedup only), so it is refused with the ways out."""
+    from arrowdedup.update import update_store
+
+    table = pl.DataFrame({"doc_id": ["d", "d"], "segment_id": ["a", "b"],
+                          "text": ["One idea.", "Another idea."],
+                          "segment_type": ["paragraph", "paragraph"], "position": [0, 1]})
+    table.write_parquet(tmp_path / "t.parquet")
+    with pytest.raises(InputError, match="--embedding-model"):
+        ingest_to_store(tmp_path / "t.parquet", tmp_path / "s", embedder="minilm", quiet=True)
+    assert not (tmp_path / "s").exists()
+    res = CliRunner().invoke(app, ["ingest", str(tmp_path / "t.parquet"), "--out",
+                                   str(tmp_path / "s"), "--embedder", "minilm"])
+    assert res.exit_code == 1 and "never embedded" in res.output
+    assert "Traceback" not in res.output
+    ingest_to_store(table, tmp_path / "s", quiet=True)  # without an embedder: exact dedup
+    with pytest.raises(InputError, match="never embedded"):
+        update_store(tmp_path / "s", table, embedder="minilm", quiet=True)

@@ -653,7 +653,7 @@ def test_cli_bad_file_and_skip(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["extract", str(tmp_path / "docs"), "--out", str(out),
                                    "--skip-bad-files", "--language-from-path", "{lang}.md"])
     assert res.exit_code == 0, res.output
-    assert "skipped 1 unreadable file(s): bad.md" in res.output  # count, names, reasons
+    assert "skipped bad.md: " in res.output and "not valid UTF-8" in res.output  # name, reason
     assert "1 files (1 skipped)" in res.output
     assert pl.read_parquet(out)["language"].to_list() == ["good"]
 
@@ -761,7 +761,7 @@ def test_unsupported_and_binary_files_are_reported_not_ignored(tmp_path: Path) -
     assert "2 of unsupported types ignored" in result.summary()
     assert result.manifest()["unsupported_files"] == ["img/logo.png", "model.bin"]
     lines = result.left_out()
-    assert lines[0] == "skipped 1 unreadable file(s): fake.md"
+    assert lines[0].startswith("skipped fake.md: ") and "binary file" in lines[0]
     assert lines[-1].startswith("ignored 2 file(s) of unsupported types: img/logo.png, model.bin")
     with pytest.raises(InputError, match="binary file, not text"):
         extract_documents(tmp_path / "docs" / "fake.md")
@@ -796,6 +796,18 @@ def test_extract_to_an_unwritable_place_is_refused(tmp_path: Path) -> None:
                                    str(blocker / "sub" / "out.parquet")])
     assert out.exit_code == 1, out.output
     assert out.output.startswith("error: cannot write --out") and "Traceback" not in out.output
+
+
+def test_skipped_files_one_line_each_then_a_count() -> None:
+    from arrowdedup.extract.core import skipped_lines
+
+    many = [(f"d/{i}.md", "is a binary file, not text") for i in range(25)]
+    lines = skipped_lines(many)
+    assert lines[:2] == ["skipped d/0.md: is a binary file, not text",
+                         "skipped d/1.md: is a binary file, not text"]
+    assert len(lines) == 21 and lines[-1].startswith("skipped 5 more unreadable file(s)")
+    assert skipped_lines(many[:1]) == ["skipped d/0.md: is a binary file, not text"]
+    assert skipped_lines([]) == []
 
 
 _LAZY = """

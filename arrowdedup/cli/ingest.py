@@ -193,25 +193,16 @@ def _manifest(version: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _left_out_lines(manifest: dict[str, Any], limit: int = 5) -> list[str]:
-    """What the extraction left out, as `extract` prints it: counts and the first names."""
-    lines: list[str] = []
-    skipped = manifest.get("skipped_files") or []
-    if skipped:
-        names = ", ".join(str(s.get("path")) for s in skipped[:limit])
-        more = f" and {len(skipped) - limit} more" if len(skipped) > limit else ""
-        lines.append(f"skipped {len(skipped)} unreadable file(s): {names}{more}")
-        lines.extend(f"  {s.get('path')}: {s.get('reason')}" for s in skipped[:limit])
-    unsupported = (manifest.get("extract") or {}).get("unsupported_files") or []
-    if unsupported:
-        names = ", ".join(str(u) for u in unsupported[:limit])
-        more = f" and {len(unsupported) - limit} more" if len(unsupported) > limit else ""
-        lines.append(f"ignored {len(unsupported)} file(s) of unsupported types: {names}{more}")
-    from ..extract.core import external_link_lines
+def _left_out_lines(manifest: dict[str, Any]) -> list[str]:
+    """What the extraction left out, as `extract` prints it."""
+    from ..extract.core import left_out_lines
 
-    links = (manifest.get("extract") or {}).get("external_links") or []
-    lines.extend(external_link_lines([str(link) for link in links], limit))
-    return lines
+    extract = manifest.get("extract") or {}
+    return left_out_lines(
+        [(str(s.get("path")), str(s.get("reason"))) for s in manifest.get("skipped_files") or []],
+        [str(u) for u in extract.get("unsupported_files") or []],
+        [str(link) for link in extract.get("external_links") or []],
+    )
 
 
 def _key_column_lines(manifest: dict[str, Any]) -> list[str]:

@@ -100,7 +100,8 @@ def stats(
 
     Warnings: a document's dedup ratio > HighIngestionDedupThreshold;
 
-    the corpus dedup ratio < LowIngestionDedupThreshold;
+    the corpus dedup ratio < LowIngestionDedupThreshold while the embeddings see fewer
+    near pairs than the corpus has verbatim copies (at least 10);
 
     the retrieval dedup ratio > HighRetrievalDedupThreshold;
 

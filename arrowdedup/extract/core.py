@@ -175,20 +175,36 @@ class ExtractResult:
 
     def left_out(self, limit: int = 5) -> list[str]:
         """Lines that say what was not extracted and why: the count and the first names."""
-        lines = []
-        if self.skipped:
-            names = ", ".join(s.path for s in self.skipped[:limit])
-            more = f" and {len(self.skipped) - limit} more" if len(self.skipped) > limit else ""
-            lines.append(f"skipped {len(self.skipped)} unreadable file(s): {names}{more}")
-            lines.extend(f"  {s.path}: {s.reason}" for s in self.skipped[:limit])
-        if self.unsupported:
-            names = ", ".join(self.unsupported[:limit])
-            more = (f" and {len(self.unsupported) - limit} more"
-                    if len(self.unsupported) > limit else "")
-            lines.append(f"ignored {len(self.unsupported)} file(s) of unsupported types: "
-                         f"{names}{more} (supported: {', '.join(EXTENSIONS)})")
-        lines.extend(external_link_lines(self.external_links, limit))
-        return lines
+        return left_out_lines([(s.path, s.reason) for s in self.skipped], self.unsupported,
+                              self.external_links, limit)
+
+
+def skipped_lines(skipped: Sequence[tuple[str, str]], limit: int = 20) -> list[str]:
+    """One line per skipped file, ``skipped PATH: REASON`` (the first ``limit``, then one line
+    with the count of the rest; the manifest's ``skipped_files`` and ``--json`` list all)."""
+    lines = [f"skipped {path}: {reason}" for path, reason in skipped[:limit]]
+    if len(skipped) > limit:
+        lines.append(f"skipped {len(skipped) - limit} more unreadable file(s) (all are listed "
+                     "in the store manifest's skipped_files and in --json)")
+    return lines
+
+
+def left_out_lines(
+    skipped: Sequence[tuple[str, str]],
+    unsupported: Sequence[str],
+    external_links: Sequence[str],
+    limit: int = 5,
+) -> list[str]:
+    """What an extraction left out, as the CLI prints it: a line per skipped file, the
+    unsupported files (a count and the first names) and the links not followed."""
+    lines = skipped_lines(skipped)
+    if unsupported:
+        names = ", ".join(unsupported[:limit])
+        more = f" and {len(unsupported) - limit} more" if len(unsupported) > limit else ""
+        lines.append(f"ignored {len(unsupported)} file(s) of unsupported types: "
+                     f"{names}{more} (supported: {', '.join(EXTENSIONS)})")
+    lines.extend(external_link_lines(external_links, limit))
+    return lines
 
 
 def external_link_lines(links: Sequence[str], limit: int = 5) -> list[str]:

@@ -1,0 +1,157 @@
+"""Hostile and large input (issue 45): the peak memory of a whole ingest, workers included.
+
+Each row is ``arrowdedup ingest FOLDER --skip-bad-files`` with Model2Vec in a fresh process
+(the package's warm Numba cache: one untimed run first), its process tree's resident memory
+(the parent and every extraction worker, summed from ``/proc`` every 50 ms) and wall time:
+
+- **hostile**: the issue's reproductions side by side: a workbook with cells at A1 and
+  XFD1048576, one with a cell at ZZ200000, 100k rows pointing at one 20 KB shared string, a
+  600,000-column CSV (9 MB), beside an ordinary workbook and a Markdown file. Each bad file is
+  skipped with one line; the run exits 0.
+- **large**: the shared OpenTelemetry docs (1,812 Markdown files) plus generated files of
+  up to 10 MB: a CSV of 150k rows, an xlsx of 60k rows of numbers, a Markdown file and a
+  plain-text file.
+
+Target: peak RSS of the tree ≤ 1.5 GB for an ingest whose largest file is ≤ 10 MB. Each
+figure is the median of 3 runs, with min and max.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .common import ROOT, SHARED_DATA, fmt, table
+
+sys.path.insert(0, str(ROOT / "tests"))
+from hostile_files import (  # the writers live with the fuzz tests
+    far_cell_xlsx,
+    run_measured,
+    shared_string_bomb_xlsx,
+    table_xlsx,
+    wide_csv,
+)
+
+TITLE = "Hostile and large input: peak memory of the whole ingest"
+REPEATS = 3
+MODEL = SHARED_DATA / "models" / "m2v-minilm-l6-256"
+CORPUS = SHARED_DATA / "corpus" / "opentelemetry.io"
+TARGET_GB = 1.5
+MAX_FILE = 10 * 2**20
+
+
+def _hostile(folder: Path) -> Path:
+    folder.mkdir()
+    far_cell_xlsx(folder / "far.xlsx", "XFD1048576")
+    far_cell_xlsx(folder / "zz.xlsx", "ZZ200000")
+    shared_string_bomb_xlsx(folder / "bomb.xlsx")
+    wide_csv(folder / "wide.csv", 600_000)
+    table_xlsx(folder / "fine.xlsx", rows=50, columns=4)
+    (folder / "notes.md").write_text("# Notes\n\nA paragraph that is fine to read.\n")
+    return folder
+
+
+def _words(i: int) -> str:
+    # Varied words so that rows do not collapse into exact copies.
+    return " ".join(f"w{(i * 31 + k * 17) % 5003}" for k in range(12))
+
+
+def _large(folder: Path, quick: bool) -> Path:
+    folder.mkdir()
+    if CORPUS.is_dir() and not quick:
+        shutil.copytree(CORPUS, folder / "docs")
+    rows = 15_000 if quick else 150_000
+    with (folder / "records.csv").open("w", encoding="utf-8") as f:
+        f.write("id,name,region,amount,note\n")
+        for i in range(rows):
+            f.write(f"{i},item {i},r{i % 17},{i * 3 % 1000}.5,{_words(i)[:40]}\n")
+    table_xlsx(folder / "sheet.xlsx", rows=6_000 if quick else 60_000, columns=6)
+    with (folder / "notes.md").open("w", encoding="utf-8") as f:
+        for i in range(rows // 3):
+            if i % 40 == 0:
+                f.write(f"\n## Section {i // 40}\n\n")
+            f.write(f"Paragraph {i}: {_words(i)} ends here.\n\n")
+    with (folder / "page.txt").open("w", encoding="utf-8") as f:
+        for i in range(rows // 3):
+            f.write(f"Line {i} of the plain text file: {_words(i + 7)}.\n\n")
+    return folder
+
+
+def _largest(folder: Path) -> int:
+    return max(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _ingest(folder: Path, store: Path) -> tuple[int, float, int]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    res, peak, wall = run_measured(
+        [sys.executable, "-m", "arrowdedup", "ingest", str(folder), "--out", str(store),
+         "--skip-bad-files", "-q", "--embedder", f"model2vec:{MODEL}"],
+        timeout=1800, env=env, cwd=ROOT)
+    if res.returncode != 0:
+        raise RuntimeError(f"ingest of {folder.name} failed: {res.stderr[-2000:]}")
+    skipped = sum(1 for line in res.stderr.splitlines() if line.startswith("skipped "))
+    return peak, wall, skipped
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    if not MODEL.is_dir():
+        return {"notes": [f"not run: {MODEL.relative_to(ROOT.parent)} is absent"]}
+    repeats = 1 if quick else REPEATS
+    figures: dict[str, Any] = {}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        folders = {"hostile": _hostile(tmp / "hostile"), "large": _large(tmp / "large", quick)}
+        for name, folder in folders.items():
+            largest = _largest(folder)
+            _ingest(folder, tmp / f"{name}-warm")  # the package's Numba cache, warm
+            peaks, walls = [], []
+            skipped = 0
+            for i in range(repeats):
+                peak, wall, skipped = _ingest(folder, tmp / f"{name}-{i}")
+                peaks.append(peak / 2**30)
+                walls.append(wall)
+                print(f"{name} {i}: peak {peaks[-1]:.2f} GB, {wall:.1f} s", flush=True)
+            med = statistics.median(peaks)
+            met = med <= TARGET_GB and largest <= MAX_FILE
+            figures[name] = {"peak_gb": peaks, "median_peak_gb": med, "wall_s": walls,
+                             "largest_file_mb": largest / 2**20, "skipped_lines": skipped,
+                             "files": sum(1 for p in folder.rglob("*") if p.is_file()),
+                             "met": met}
+            rows.append([name, figures[name]["files"], largest / 2**20, skipped, med,
+                         min(peaks), max(peaks), statistics.median(walls),
+                         f"{'met' if met else 'MISSED'} (≤ {TARGET_GB:g} GB)"])
+    return {
+        "parameters": {"repeats": repeats, "embedder": "model2vec:../shared/data/models/"
+                       "m2v-minilm-l6-256", "corpus": "../shared/data/corpus/opentelemetry.io"
+                       if not quick else None},
+        "figures": figures,
+        "tables": [table(
+            f"Peak RSS of the whole process tree (GB; median, min, max of {repeats}) and wall "
+            "time of `arrowdedup ingest FOLDER --skip-bad-files` (warm Numba cache)",
+            ["folder", "files", "largest MB", "skipped", "median GB", "min GB", "max GB",
+             "median s", "target"], rows)],
+        "notes": [
+            "hostile: far-cell workbooks (XFD1048576, ZZ200000), a shared-string bomb and a "
+            "600,000-column CSV, each skipped with one line naming the limit and its option.",
+            "large: the shared OpenTelemetry docs plus a CSV, an xlsx, a Markdown and a text "
+            "file of up to 10 MB each (generated).",
+            "RSS is summed over the process and its descendants (extraction workers), polled "
+            "every 50 ms, so a peak shorter than that can be missed.",
+        ],
+    }
+
+
+def headline(result: dict[str, Any]) -> list[str]:
+    f = result.get("figures") or {}
+    if "large" not in f:
+        return []
+    parts = [f"{k} {fmt(f[k]['median_peak_gb'])} GB ({'met' if f[k]['met'] else 'MISSED'})"
+             for k in ("hostile", "large") if k in f]
+    return [f"Peak RSS of a whole ingest, workers included (≤ {TARGET_GB:g} GB): "
+            + ", ".join(parts) + "."]
