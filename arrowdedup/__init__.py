@@ -103,7 +103,10 @@ class _Package(types.ModuleType):
         if name in _EXPORTS and isinstance(value, types.ModuleType):
             # The import system binds a submodule on its parent once it has run; the export
             # of that name (defined in it, or already resolved) takes the name instead.
-            value = self.__dict__.get(name) or getattr(value, name, value)
+            resolved = self.__dict__.get(name) or value.__dict__.get(name)
+            if resolved is None and name in getattr(value, "_lazy_exports", ()):
+                return  # a lazy subpackage's export: :func:`__getattr__` loads it on use
+            value = resolved if resolved is not None else getattr(value, name, value)
         super().__setattr__(name, value)
 
 

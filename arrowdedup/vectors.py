@@ -171,23 +171,26 @@ def without_column(frame: pl.DataFrame, name: str) -> pl.DataFrame:
     return pl.DataFrame([frame.get_column(c) for c in frame.columns if c != name])
 
 
-def dense_codes(series: pl.Series, *, null_code: bool = True) -> tuple[np.ndarray, int]:
+def dense_codes(series: pl.Series, *, null_code: bool = True, jit: bool = True
+                ) -> tuple[np.ndarray, int]:
     """Dense int64 codes of a string column, equal exactly for equal strings (hash-based, no
     sort) and the number of codes; null gets a code of its own (the last one)."""
-    codes, bound, _ = dictionary_codes(series, null_code=null_code)
+    codes, bound, _ = dictionary_codes(series, null_code=null_code, jit=jit)
     return codes, bound
 
 
-def dictionary_codes(series: pl.Series, *, null_code: bool = True
+def dictionary_codes(series: pl.Series, *, null_code: bool = True, jit: bool = True
                      ) -> tuple[np.ndarray, int, pa.Array]:
     """:func:`dense_codes` and the distinct strings they number: codes follow the order of
-    first appearance, so ``dictionary[code]`` lists the values as they first occur."""
+    first appearance, so ``dictionary[code]`` lists the values as they first occur.
+    ``jit=False`` encodes every row with Arrow (the same codes, without loading the
+    run-scan kernel: for a caller that runs once per process on a small column)."""
     # Encoded as Polars' string views (handed out without a copy; the default compat level
     # rebuilds a large_string column first); only the distinct values are cast back, so the
     # dictionary keeps the type it always had.
     strings = series.cast(pl.String)
     arr = single_chunk(strings.to_arrow(compat_level=pl.CompatLevel.newest()))
-    runs = _run_starts(arr)
+    runs = _run_starts(arr) if jit else None
     if runs is not None:
         # Only the first string of each run of equal strings is encoded (a document's
         # rows usually lie together): the same codes, first appearance being a run's start.

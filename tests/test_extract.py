@@ -808,3 +808,30 @@ def test_skipped_files_one_line_each_then_a_count() -> None:
     assert len(lines) == 21 and lines[-1].startswith("skipped 5 more unreadable file(s)")
     assert skipped_lines(many[:1]) == ["skipped d/0.md: is a binary file, not text"]
     assert skipped_lines([]) == []
+
+
+_LAZY = """
+import json, sys
+import arrowdedup.cli  # every command's options, --max-cells & co. among them
+before = "arrowdedup.extract.core" in sys.modules
+import arrowdedup as ad
+from arrowdedup.extract import ExtractLimits, markdown
+ex = sys.modules["arrowdedup.extract"]  # the package (the attribute is the function)
+limits_alone = "arrowdedup.extract.core" not in sys.modules
+print(json.dumps([before, limits_alone, callable(ad.extract), ad.extract is ex.extract,
+                  ExtractLimits.__module__, markdown.__name__,
+                  sorted(dir(ex)) == sorted(ex.__all__)]))
+"""
+
+
+def test_the_cli_reads_extract_limits_without_loading_the_parsers():
+    """Commands that read no documents (search, context, --help) do not pay for the parsers;
+    every name of the package still resolves, and ``arrowdedup.extract`` stays the function."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _LAZY], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent)),
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == [False, True, True, True, "arrowdedup.extract.limits",
+                                       "arrowdedup.extract.markdown", True]

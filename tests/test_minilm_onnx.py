@@ -170,19 +170,24 @@ def test_a_store_without_a_runtime_reads_as_torch() -> None:
 
 _SEARCH = textwrap.dedent("""
     import json, runpy, sys
-    sys.argv = ["arrowdedup", "search", sys.argv[1], "how are webhooks retried", "-k", "2",
+    sys.argv = ["arrowdedup", sys.argv[2], sys.argv[1], "how are webhooks retried", "-k", "2",
                 "--embedder", "minilm"]
     try:
         runpy.run_module("arrowdedup", run_name="__main__")
     except SystemExit as stop:
         assert not stop.code, stop.code
     heavy = sorted(m for m in sys.modules
-                   if m.split(".")[0] in ("torch", "sentence_transformers", "transformers"))
+                   if m.split(".")[0] in ("torch", "sentence_transformers", "transformers",
+                                          "numba", "duckdb")
+                   or m == "arrowdedup.extract.core")
     print(json.dumps(heavy))
 """)
 
 
-def test_search_does_not_import_torch(tmp_path, onnx_minilm) -> None:
+@pytest.mark.parametrize("command", ["search", "context"])
+def test_a_question_imports_neither_torch_nor_numba(tmp_path, onnx_minilm, command) -> None:
+    """A fresh `search` / `context` process loads what a question needs: no torch, no Numba
+    (the ranked dedup runs in NumPy), no DuckDB (no --where), no document parsers."""
     from arrowdedup import ingest_to_store
     from tests.conftest import segments_frame
 
@@ -190,9 +195,135 @@ def test_search_does_not_import_torch(tmp_path, onnx_minilm) -> None:
     frame = segments_frame(texts, list(onnx_minilm.encode(texts)))
     store = tmp_path / "store"
     ingest_to_store(frame, store, embedding_model=MINILM_NAME, quiet=True)
-    proc = subprocess.run([sys.executable, "-c", _SEARCH, str(store)],
+    proc = subprocess.run([sys.executable, "-c", _SEARCH, str(store), command],
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
     assert "Webhooks" in proc.stdout
+
+
+# ----------------------------------------------------------------- the optimised graph cache
+
+
+def _export_copy(tmp_path: Path) -> Path:
+    """The cached export, linked into a cache directory of this test's own."""
+    from arrowdedup.minilm_onnx import exported_model, packaged_model_dir
+
+    export = tmp_path / "v1-test" / "model.onnx"
+    export.parent.mkdir(parents=True)
+    export.symlink_to(exported_model(packaged_model_dir()))
+    return export
+
+
+def test_the_optimised_graph_gives_the_exports_bits(onnx_minilm) -> None:
+    import onnxruntime as ort
+
+    from arrowdedup.minilm_onnx import (
+        _options,
+        exported_model,
+        length_batches,
+        packaged_model_dir,
+    )
+
+    session = onnx_minilm._onnx.session
+    assert Path(session._model_path).parent.name.startswith("optimized-ort-")
+    # The export itself, optimised at load (as before the optimised copy existed).
+    raw = ort.InferenceSession(str(exported_model(packaged_model_dir())),
+                               _options(ort, None, optimize=True),
+                               providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    words = ("the collector exports traces metrics and logs to a backend over OTLP with "
+             "retries version 1.2.3 port 4317 , . ( ) 42").split()
+    texts = [" ".join(rng.choice(words, size=rng.integers(1, 300))) for _ in range(60)]
+    ids = onnx_minilm._onnx._tokenize(texts)
+    for _, batch, mask in length_batches(ids):
+        feed = {"input_ids": batch, "attention_mask": mask}
+        assert np.array_equal(session.run(None, feed)[0], raw.run(None, feed)[0])
+
+
+def test_the_optimised_graph_is_written_once_and_reused(tmp_path, monkeypatch) -> None:
+    from arrowdedup import minilm_onnx
+
+    export = _export_copy(tmp_path)
+    graph = minilm_onnx.optimized_model(export)
+    assert graph is not None and graph.parent == minilm_onnx.optimized_dir(export)
+    assert sorted(p.name for p in graph.parent.iterdir()) == [
+        minilm_onnx.DIGEST_FILE, minilm_onnx.GRAPH_FILE, minilm_onnx.WEIGHTS_FILE]
+    assert sorted(p.name for p in export.parent.iterdir()) == [
+        "model.onnx", graph.parent.name]  # no temporary directory left
+    digest = json.loads((graph.parent / minilm_onnx.DIGEST_FILE).read_text())
+    assert digest["files"][minilm_onnx.WEIGHTS_FILE][0] > 80 << 20  # the weights, mapped
+
+    def no_rebuild(*_args: object) -> None:
+        raise AssertionError("an intact optimised graph was built again")
+
+    monkeypatch.setattr(minilm_onnx, "_build_optimized", no_rebuild)
+    assert minilm_onnx.optimized_model(export) == graph
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "no-digest", "bad-digest"])
+def test_a_damaged_optimised_graph_is_rebuilt_not_trusted(tmp_path, caplog, damage) -> None:
+    import logging
+
+    from arrowdedup import minilm_onnx
+
+    export = _export_copy(tmp_path)
+    graph = minilm_onnx.optimized_model(export)
+    assert graph is not None
+    weights = graph.parent / minilm_onnx.WEIGHTS_FILE
+    good = minilm_onnx.file_digest(weights)
+    stat = weights.stat()
+    if damage == "flip":  # same size, same times: only the digest can tell
+        with open(weights, "r+b") as fh:
+            fh.seek(stat.st_size // 2)
+            byte = fh.read(1)
+            fh.seek(stat.st_size // 2)
+            fh.write(bytes([byte[0] ^ 0xFF]))
+        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    elif damage == "truncate":
+        os.truncate(weights, stat.st_size // 2)
+    elif damage == "no-digest":
+        (graph.parent / minilm_onnx.DIGEST_FILE).unlink()
+    else:
+        (graph.parent / minilm_onnx.DIGEST_FILE).write_text("{not json")
+    with caplog.at_level(logging.WARNING, logger="arrowdedup.minilm_onnx"):
+        again = minilm_onnx.optimized_model(export)
+    assert again == graph
+    assert minilm_onnx.file_digest(weights) == good
+    assert minilm_onnx._intact(graph.parent)
+    assert any("damaged" in r.getMessage() for r in caplog.records)
+    assert sorted(p.name for p in export.parent.iterdir()) == ["model.onnx", graph.parent.name]
+
+
+_OPTIMIZE = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from arrowdedup.minilm_onnx import optimized_model
+    go = Path(sys.argv[2])
+    while not go.exists():  # both processes start building at the same moment
+        time.sleep(0.01)
+    print(optimized_model(Path(sys.argv[1])))
+""")
+
+
+def test_two_processes_building_the_optimised_graph_at_once_leave_one_whole_copy(
+        tmp_path) -> None:
+    from arrowdedup import minilm_onnx
+
+    export = _export_copy(tmp_path)
+    go = tmp_path / "go"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    procs = [subprocess.Popen([sys.executable, "-c", _OPTIMIZE, str(export), str(go)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    go.touch()
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+        outs.append(out.strip())
+    target = minilm_onnx.optimized_dir(export)
+    assert outs == [str(target / minilm_onnx.GRAPH_FILE)] * 2
+    assert sorted(p.name for p in export.parent.iterdir()) == ["model.onnx", target.name]
+    assert minilm_onnx._intact(target)

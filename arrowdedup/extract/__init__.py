@@ -6,19 +6,29 @@
 :class:`ExtractResult` that also lists the files skipped with ``skip_bad_files`` (for the store
 manifest) and the stage timings. One module per format; :mod:`.core` finds the files and
 assembles the table.
+
+Names load on first use (PEP 562): the CLI reads :mod:`.limits` for every command's options,
+and a command that reads no documents (``search``, ``context``, ``--help``) must not pay for
+the parsers behind :mod:`.core` (~0.5 s of imports).
 """
 
-from .core import (
-    EXTENSIONS,
-    SCHEMA,
-    ExtractResult,
-    KeyColumns,
-    SkippedFile,
-    compile_language_pattern,
-    extract,
-    extract_documents,
-)
-from .limits import ExtractLimits
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import _lazy
+
+_EXPORTS = {
+    "EXTENSIONS": "core",
+    "SCHEMA": "core",
+    "ExtractLimits": "limits",
+    "ExtractResult": "core",
+    "KeyColumns": "core",
+    "SkippedFile": "core",
+    "compile_language_pattern": "core",
+    "extract": "core",
+    "extract_documents": "core",
+}
 
 __all__ = [
     "EXTENSIONS",
@@ -31,3 +41,23 @@ __all__ = [
     "extract",
     "extract_documents",
 ]
+
+__getattr__ = _lazy.install(__name__, _EXPORTS)
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from .core import (
+        EXTENSIONS,
+        SCHEMA,
+        ExtractResult,
+        KeyColumns,
+        SkippedFile,
+        compile_language_pattern,
+        extract,
+        extract_documents,
+    )
+    from .limits import ExtractLimits

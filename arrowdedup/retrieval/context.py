@@ -34,8 +34,8 @@ from ..embed import Embedder
 from ..errors import InputError
 from ..store import Store, open_store
 from ..store.reader import reads_store
-from .crossdoc import duplicate_of
 from .keys import linked_rows
+from .ranked_dedup import duplicate_of
 from .search import Query, SearchResult, StoreView, search, store_view
 
 

@@ -23,12 +23,10 @@ from .._facts_jit import conflict
 from .._numba import numba
 from ..config import DedupConfig, resolve_config
 from ..errors import SchemaError, first_rows
-from ..facts import FACT_COLUMN, conflict_reasons, fact_modes, signatures_of
+from ..facts import FACT_COLUMN, conflict_reasons
 from ..kernels import effective_threshold, no_facts
 from ..vectors import embedding_matrix, language_codes
-
-# CSR fact signatures (offsets, values) and per-row guard modes (facts.fact_modes).
-FactArrays = tuple[np.ndarray, np.ndarray, np.ndarray]
+from .ranked_dedup import FactArrays, fact_arrays
 
 _DEFAULT = DedupConfig()  # frozen: safe to share, and validating it per call costs ~0.1 ms
 # Reassociation lets LLVM vectorise the dot products; no nnan / ninf, which would fold away
@@ -284,16 +282,6 @@ def duplicate_of(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
         np.ascontiguousarray(usable, dtype=np.bool_),
         np.ascontiguousarray(lang, dtype=np.int64), effective_threshold(threshold),
         f_off, f_val, f_mode, facts is not None)
-
-
-def fact_arrays(frame: pl.DataFrame) -> FactArrays | None:
-    """The fact guard's inputs for the rows of ``frame``: its ``fact_signature`` column, or
-    signatures computed from ``text``; None when it has neither."""
-    if FACT_COLUMN not in frame.columns and "text" not in frame.columns:
-        return None
-    f_off, f_val = signatures_of(frame)
-    types = frame.get_column("segment_type") if "segment_type" in frame.columns else None
-    return f_off, f_val, fact_modes(types, frame.height)
 
 
 def _as_frame(results: Any) -> pl.DataFrame:

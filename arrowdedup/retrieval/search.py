@@ -55,9 +55,9 @@ from ..store.reader import reads_store
 from ..vectors import dense_codes, language_codes
 from .bm25 import Bm25Index
 from .bm25_layers import LayeredBm25
-from .crossdoc import FactArrays, displaced_lists, duplicate_of, fact_arrays
 from .dense import cosine_scores, top_n, unit_queries
 from .fusion import SearchMode, competition_rank, group_rank, mode_weights, rrf, score_order
+from .ranked_dedup import FactArrays, displaced_lists, duplicate_of, fact_arrays
 from .rerank import Reranker, rerank_order
 
 log = logging.getLogger("arrowdedup.retrieval")
@@ -145,7 +145,9 @@ class StoreView:
         # taken in it, so equal stores whose rows are ordered differently (a version with
         # deltas, its compaction, a rebuild) return the same results.
         self.id_rank = ids.rank("ordinal").to_numpy().astype(np.int64)
-        self.doc_codes, _ = dense_codes(self.frame.get_column("doc_id"))
+        # Arrow's encoder alone (the same codes): the run-scan kernel's load would cost a fresh
+        # process more than it saves on one column.
+        self.doc_codes, _ = dense_codes(self.frame.get_column("doc_id"), jit=False)
         self.lang = language_codes(self.frame)
         # Result columns as one Arrow table: a single-threaded take of ~10 rows per search.
         self.core = self.frame.select(
