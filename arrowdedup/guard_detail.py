@@ -31,6 +31,16 @@ def guard_details(a: pl.Series, b: pl.Series, reason: pl.Series,
                   language: pl.Series | None = None) -> pl.Series:
     """One detail string per pair (null where ``reason`` is null)."""
     n = a.len()
+    if n > _CHUNK:
+        # Each pair's detail is its own: chunks bound the word tables and token lists of a
+        # document whose every row was refused (a table of alike rows).
+        def part(s: pl.Series | None, start: int) -> pl.Series | None:
+            return None if s is None else s.slice(start, _CHUNK)
+
+        return pl.concat([
+            guard_details(a.slice(i, _CHUNK), b.slice(i, _CHUNK), reason.slice(i, _CHUNK),
+                          segment_type=part(segment_type, i), language=part(language, i))
+            for i in range(0, n, _CHUNK)])
     out: list[str | None] = [None] * n
     reasons = reason.cast(pl.String).to_list()
     rows = [i for i in range(n) if reasons[i] is not None]
@@ -58,6 +68,9 @@ def guard_details(a: pl.Series, b: pl.Series, reason: pl.Series,
                                                [types[i] for i in fact]), strict=True):
             out[i] = text
     return pl.Series("guard_detail", out, dtype=pl.String)
+
+
+_CHUNK = 8192
 
 
 def _content_details(a: pl.Series, b: pl.Series, langs: pl.Series) -> list[str]:

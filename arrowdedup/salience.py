@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from .schema import Embeddings
-from .vectors import dense_codes, unit_rows
+from .vectors import dense_codes, input_rows, input_rows_hint, unit_rows
 
 TYPE_WEIGHTS: dict[str, float] = {
     "title": 2.0,
@@ -98,15 +98,35 @@ def centrality(doc_codes: np.ndarray, n_docs: int, embeddings: Embeddings | None
     if embeddings is None or not embeddings.usable.any():
         return out
     usable = embeddings.usable
-    unit = unit_rows(embeddings.matrix[usable], dtype=np.float64)
-    codes = doc_codes[usable]
-    sums = np.zeros((n_docs, unit.shape[1]), dtype=np.float64)
-    np.add.at(sums, codes, unit)
+    matrix = embeddings.matrix
+    # In row chunks: float64 copies of a whole table's vectors would double a large
+    # document's peak memory. Rows are summed in the same order, so the values do not change.
+    sums = np.zeros((n_docs, matrix.shape[1]), dtype=np.float64)
+    # Each chunk's norms take the path the whole usable matrix would (vectors.row_stats
+    # chooses by size), so the values are those of one pass over it.
+    with input_rows(max(int(usable.sum()), input_rows_hint())):
+        return _centrality(doc_codes, matrix, usable, sums, out)
+
+
+def _centrality(doc_codes: np.ndarray, matrix: np.ndarray, usable: np.ndarray,
+                sums: np.ndarray, out: np.ndarray) -> np.ndarray:
+    n = doc_codes.shape[0]
+    for start in range(0, n, _CHUNK_ROWS):
+        rows = slice(start, start + _CHUNK_ROWS)
+        ok = usable[rows]
+        np.add.at(sums, doc_codes[rows][ok], unit_rows(matrix[rows][ok], dtype=np.float64))
     norms = np.linalg.norm(sums, axis=1)
     mean_unit = np.divide(sums, norms[:, None], out=np.zeros_like(sums), where=norms[:, None] > 0)
-    cos = np.einsum("ij,ij->i", unit, mean_unit[codes])
-    out[usable] = np.maximum(0.0, cos)
+    for start in range(0, n, _CHUNK_ROWS):
+        rows = slice(start, start + _CHUNK_ROWS)
+        ok = usable[rows]
+        unit = unit_rows(matrix[rows][ok], dtype=np.float64)
+        cos = np.einsum("ij,ij->i", unit, mean_unit[doc_codes[rows][ok]])
+        out[start:start + ok.shape[0]][ok] = np.maximum(0.0, cos)
     return out
+
+
+_CHUNK_ROWS = 16_384
 
 
 class DefaultSalience:
