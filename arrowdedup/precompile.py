@@ -11,7 +11,8 @@ real input's own rows and column types, under the run's size hint), and its seco
 
 A run compiles only what it uses: the choices between a jitted kernel and its twin depend on
 sizes (rows of a bucket, rows of the input, text bytes), and each warm-up is sized so that it
-makes the same choices. Two of them are estimated, not known, before the work: the text bytes
+makes the same choices, or (the fact scanner and the guard, whose twins give the kernels'
+bits: :func:`arrowdedup.interpreted.module`) takes the kernels outright when the run will. Two of them are estimated, not known, before the work: the text bytes
 that extraction will hand the fact scanner (the documents' file bytes), and whether a bucket
 holds a group of ``BlockMinSegments`` (or ``LshMinSegments``) rows (its largest document's
 rows). A kernel the estimate misses is compiled where it is first called, inside that stage.
@@ -46,14 +47,18 @@ STAGE = "compile"
 
 
 def _loaded() -> frozenset[str]:
-    return frozenset(name for name in sys.modules if name.startswith("arrowdedup."))
+    from .interpreted import taken_modules
+
+    return frozenset(name for name in sys.modules if name.startswith("arrowdedup.")) | {
+        f"taken:{name}" for name in taken_modules()}
 
 
 def _timed(timings: dict[str, float], quiet: bool, work: Callable[[], Any]) -> None:
     """``work`` under the progress note, its seconds added to ``compile``. It runs again
-    while it loads more of the package: a twin is taken over its jitted module only while
-    that module is not loaded yet (:func:`arrowdedup.facts._guard`), so a module that a
-    later step of the warm-up loads changes what an earlier step runs in the job."""
+    while it loads or takes more of the package: a twin is taken over its jitted module
+    only while that module is not taken yet (:func:`arrowdedup.interpreted.module`), so a
+    module that a later step of the warm-up takes changes what an earlier step runs in the
+    job."""
     start = time.perf_counter()
     with progress.spinner(NOTE, quiet=quiet):
         for _ in range(3):
@@ -85,28 +90,31 @@ def _file_bytes(paths: Sequence[Path]) -> int:
 
 
 def _warm_scanner() -> None:
-    """The fact scanner on one text of more than ``TWIN_MAX_BYTES`` bytes (the jitted scanner,
-    not its twin), with the columns extraction gives it: segment types (table rows, code),
-    languages and inline code terms."""
-    from .facts import TWIN_MAX_BYTES, fact_signatures
+    """The jitted fact scanner and guard (never their twins), with the columns extraction
+    gives them: segment types (a heading with a name, table rows, code), languages and
+    inline code terms."""
+    from . import interpreted
+    from .facts import fact_signatures
 
-    line = 'Version 2.4 of "the API" allows 10 MB/s, not 20; see `retry_policy` at 09:30.\n'
-    # Ten times the twin's bound: the content words merged into the signatures
-    # (facts._with_facts) then number more than TWIN_MAX_BYTES too, as in a real run.
-    texts = [line * (10 * TWIN_MAX_BYTES // len(line) + 1), "Plan: Pro\nPrice: 20 EUR", "x = 1"]
-    fact_signatures(pl.Series("text", texts, dtype=pl.String),
-                    segment_type=pl.Series(["paragraph", "table_row", "code"], dtype=pl.String),
-                    language=pl.Series(["en", "en", "en"], dtype=pl.String),
-                    code_terms=pl.Series([["retry_policy"], [], []],
-                                         dtype=pl.List(pl.String)))
+    texts = ['Version 2.4 of "the API" allows 10 MB/s, not 20; see `retry_policy` at 09:30.',
+             "Install on Linux", "Plan: Pro\nPrice: 20 EUR", "x = 1"]
+    with interpreted.forced(interpreted.KERNEL):
+        fact_signatures(pl.Series("text", texts, dtype=pl.String),
+                        segment_type=pl.Series(["paragraph", "heading", "table_row", "code"],
+                                               dtype=pl.String),
+                        language=pl.Series(["en"] * 4, dtype=pl.String),
+                        code_terms=pl.Series([["retry_policy"], [], [], []],
+                                             dtype=pl.List(pl.String)))
 
 
 def for_extract(paths: Sequence[Path], timings: dict[str, float], *, quiet: bool) -> None:
     """Before extracting ``paths``: the jitted fact scanner when their bytes exceed what its
-    interpreted twin takes (:data:`arrowdedup.facts.TWIN_MAX_BYTES`)."""
+    interpreted twin takes (:data:`arrowdedup.facts.TWIN_MAX_BYTES`; the files' bytes stand
+    for the text's, which only extraction knows)."""
+    from . import interpreted
     from .facts import TWIN_MAX_BYTES
 
-    if "arrowdedup.fact_scan" in sys.modules or _file_bytes(paths) <= TWIN_MAX_BYTES:
+    if interpreted.taken("arrowdedup.fact_scan") or _file_bytes(paths) <= TWIN_MAX_BYTES:
         return
     _timed(timings, quiet, _warm_scanner)
 

@@ -72,8 +72,8 @@ PROBE = textwrap.dedent("""
         result = ingest_to_store(arg, out, embedder=f"model2vec:{sys.argv[4]}", quiet=True)
     loaded = "numba" in sys.modules
     stray = sorted(overloads() - warmed)
-    print(json.dumps({"stray": stray, "numba": loaded,
-                      "compile": result.timings["compile"]}))
+    print(json.dumps({"stray": stray, "numba": loaded, "compile": result.timings["compile"],
+                      "kernels": sorted({m for m, _, _ in overloads()})}))
 """)
 
 
@@ -95,14 +95,14 @@ def test_no_kernel_is_compiled_inside_another_stage(tmp_path: Path) -> None:
 
 def test_a_small_run_loads_no_kernel(tmp_path: Path) -> None:
     out = probe("table", str(tmp_path / "s"), "60")
-    assert out == {"stray": [], "numba": False, "compile": 0.0}
+    assert out == {"stray": [], "numba": False, "compile": 0.0, "kernels": []}
     small = tmp_path / "small"
     small.mkdir()
     (small / "a.md").write_text("# Keys\n\nKeys rotate every 90 days.\n")
     if not M2V_MODEL.is_dir():
         pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
     out = probe("docs", str(tmp_path / "d"), str(small), str(M2V_MODEL))
-    assert out == {"stray": [], "numba": False, "compile": 0.0}
+    assert out == {"stray": [], "numba": False, "compile": 0.0, "kernels": []}
 
 
 def test_the_sample_docs_compile_before_the_work(tmp_path: Path) -> None:
@@ -110,3 +110,31 @@ def test_the_sample_docs_compile_before_the_work(tmp_path: Path) -> None:
         pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
     out = probe("docs", str(tmp_path / "d"), str(ROOT / "data" / "sample"), str(M2V_MODEL))
     assert out["stray"] == [], out["stray"]
+    # Its 45 KB of text take the twins of the scanner and of the guard's CSR helpers: from
+    # an empty cache the scanner alone compiles for most of a minute.
+    assert "arrowdedup.fact_scan" not in out["kernels"], out["kernels"]
+
+
+def test_a_large_docs_folder_compiles_the_scanner_before_extracting(tmp_path: Path) -> None:
+    """Documents of more than ``TWIN_MAX_BYTES`` take the jitted scanner: loaded or compiled
+    in ``compile``, never inside ``extract``."""
+    if not M2V_MODEL.is_dir():
+        pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
+    from arrowdedup.facts import TWIN_MAX_BYTES
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = 0
+    while sum(p.stat().st_size for p in docs.iterdir()) <= TWIN_MAX_BYTES:
+        blocks = [f"# Page {page} of the Kafka guide\n"]
+        for i in range(40):
+            blocks.append(f"Step {i}: set `retry_{i}` to {i * 7} MB on node{page}; "
+                          f"do not restart the Broker before 10:{i:02d}, as \"v2.{i}\" says.")
+            if i % 10 == 0:
+                blocks.append("| name | value |\n| --- | --- |\n"
+                              f"| limit | {i} |\n| page | {page} |")
+        (docs / f"page-{page}.md").write_text("\n\n".join(blocks) + "\n")
+        page += 1
+    out = probe("docs", str(tmp_path / "d"), str(docs), str(M2V_MODEL))
+    assert out["stray"] == [], out["stray"]
+    assert "arrowdedup.fact_scan" in out["kernels"], out["kernels"]
