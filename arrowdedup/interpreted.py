@@ -139,6 +139,12 @@ def taken(name: str) -> bool:
     return name in _taken
 
 
+def forced_kind() -> str | None:
+    """:data:`TWIN` or :data:`KERNEL` inside :func:`forced`, else None: for choices of the
+    same kind made elsewhere (a NumPy twin that writes a kernel's bytes)."""
+    return _forced
+
+
 def taken_modules() -> frozenset[str]:
     """The jitted modules :func:`module` has given in this process."""
     return frozenset(_taken)
