@@ -67,7 +67,6 @@ The reason a merge is refused is the kind of the first fact that fails, in kind 
 from __future__ import annotations
 
 import functools
-import sys
 import types
 from typing import Any
 
@@ -367,29 +366,34 @@ _CJK_NEGATIONS = ("不", "没", "沒", "未", "無", "无", "非", "别", "な�
 
 
 
-# Inputs up to this many text bytes (or fact values) run the interpreted twins of the scanner
-# and of the guard (~25 µs a byte, so ~0.2 s at the bound) unless the jitted modules are
-# already loaded: importing Numba and loading their machine code costs more. The twins give
-# the same bits, so the choice never shows in the output.
-TWIN_MAX_BYTES = 8 << 10
+# The interpreted twins of the scanner and of the guard take inputs up to these sizes unless
+# their jitted modules are already loaded (:func:`arrowdedup.interpreted.module`): twin and
+# kernel give the same bits (``tests/test_interpreted.py``), so the choice is one of cost alone.
+# Loading a jitted module costs ~0.6 s from a warm Numba cache (import Numba, load the machine
+# code) and, from an empty one, its compilation: ~50 s of CPU for the scanner, a few seconds
+# for the guard. The twin scans ~5 µs a byte of English text and ~14 µs a byte of CJK text
+# (each byte of a character outside ASCII counts three times in a text's size, see
+# :func:`_scan_size`), and the guard sorts ~2.4 µs a value: so up to about a second of
+# interpreted work. The bundled sample (45 KB of text) or twenty pages of docs stay on the
+# twins and compile nothing.
+TWIN_MAX_BYTES = 256 << 10
+TWIN_MAX_FACTS = 64 << 10
 
 
-def _scanner(nbytes: int) -> types.ModuleType:
-    """The fact scanner for ``nbytes`` of text: jitted, or its interpreted twin."""
-    if nbytes <= TWIN_MAX_BYTES and "arrowdedup.fact_scan" not in sys.modules:
-        return interpreted.twin("arrowdedup.fact_scan")
-    from . import fact_scan
+def _scan_size(data: np.ndarray) -> int:
+    """The size of ``data`` for the scanner's choice: bytes, those of characters outside
+    ASCII three times over."""
+    return int(data.shape[0] + 2 * np.count_nonzero(data >= 0x80))
 
-    return fact_scan
+
+def _scanner(size: int) -> types.ModuleType:
+    """The fact scanner for a text of ``size`` (:func:`_scan_size`): jitted, or its twin."""
+    return interpreted.module("arrowdedup.fact_scan", size, TWIN_MAX_BYTES)
 
 
 def _guard(size: int) -> types.ModuleType:
     """:mod:`arrowdedup._facts_jit` for ``size`` values, or its interpreted twin."""
-    if size <= TWIN_MAX_BYTES and "arrowdedup._facts_jit" not in sys.modules:
-        return interpreted.twin("arrowdedup._facts_jit")
-    from . import _facts_jit
-
-    return _facts_jit
+    return interpreted.module("arrowdedup._facts_jit", size, TWIN_MAX_FACTS)
 
 
 def __getattr__(name: str) -> Any:
@@ -517,7 +521,7 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
     text = text.cast(pl.String)
     offsets, data = _buffers(_without_layout(text, code).to_arrow())
-    scanner = _scanner(int(offsets[-1] - offsets[0]))
+    scanner = _scanner(_scan_size(data[offsets[0]:offsets[-1]]))
     with interpreted.quiet():
         # The scanner sorts and uniques each row's facts as it ends the row.
         ends, values = scanner.scan(offsets, data, code, comma, nouns, *_tables())

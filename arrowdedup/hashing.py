@@ -89,7 +89,16 @@ def xxh64(array: pa.Array | pa.ChunkedArray | pl.Series) -> np.ndarray:
             dtype=np.uint64, count=len(bounds) - 1)
     from ._hashing_jit import _xxh64_many
 
-    return _xxh64_many(offsets, data)  # type: ignore[no-any-return]
+    return _xxh64_many(*_read_only(offsets, data))  # type: ignore[no-any-return]
+
+
+def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Read-only views of ``arrays``, whatever buffers they lie on: Numba compiles one
+    overload per writability, and the compile stage warms the read-only one."""
+    views = tuple(a.view() for a in arrays)
+    for v in views:
+        v.flags.writeable = False
+    return views
 
 
 def ascii_only(array: pa.Array) -> bool:
@@ -109,7 +118,7 @@ def ascii_only(array: pa.Array) -> bool:
         0, np.uint8)
     from ._hashing_jit import ascii_column
 
-    return bool(ascii_column(offsets.astype(np.int64, copy=False), data))
+    return bool(ascii_column(*_read_only(offsets.astype(np.int64, copy=False), data)))
 
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)

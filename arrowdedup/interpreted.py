@@ -9,6 +9,11 @@ statement by statement; a property test holds the two to identical bits
 (``tests/test_interpreted.py``). Only modules written for it are listed: their integer
 arithmetic is on NumPy scalars or small Python ints, which wrap (or never overflow) as Numba's
 do; NumPy's overflow warnings are off inside :func:`quiet`.
+
+:func:`module` makes the choice: the twin up to a size bound given by the caller, unless the
+process has already taken the kernel. Since the two agree bit for bit, a choice by the size
+of a call (hence of a run) never changes an output: an update still equals a full ingest
+(SPEC §8a). :func:`forced` makes every choice one way, for the compile stage and for tests.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import importlib
 import importlib.util
 import threading
 import types
@@ -30,6 +36,12 @@ JITTED = frozenset({"arrowdedup._hashing_jit", "arrowdedup.fact_scan", "arrowded
 STAND_INS = {"arrowdedup._intrinsics_jit": "arrowdedup._byte_loads"}
 
 _lock = threading.RLock()  # a twin builds the twins it imports
+
+TWIN, KERNEL = "twin", "kernel"
+# Every choice between a module and its twin made one way, process-wide, while set (see
+# :func:`forced`); None leaves each choice to :func:`module`.
+_forced: str | None = None
+_taken: set[str] = set()  # jitted modules module() has given (so their kernels are loaded)
 
 
 def _njit(*args: Any, **_options: Any) -> Any:
@@ -104,3 +116,52 @@ def quiet() -> Iterator[None]:
 
     with np.errstate(over="ignore"):
         yield
+
+
+def module(name: str, size: int, bound: int) -> types.ModuleType:
+    """The jitted module ``name`` (one of :data:`JITTED`) or its twin, for an input of
+    ``size`` (bytes, values, ...): the twin up to ``bound`` unless this process has already
+    taken the jitted module (:func:`taken`), since importing Numba and loading the module's
+    machine code (from an empty cache: compiling it) would cost more than interpreting that
+    much. The two give the same bits, so the choice never shows in an output, whatever the
+    size of a run or the state of the process."""
+    if _forced == TWIN or (_forced is None and size <= bound and name not in _taken):
+        return twin(name)
+    jitted = importlib.import_module(name)
+    _taken.add(name)
+    return jitted
+
+
+def taken(name: str) -> bool:
+    """Whether :func:`module` has given the jitted module ``name`` in this process. Being
+    imported is not enough: a jitted module that imports another's helpers (the guard the
+    scanner's sort) compiles those helpers alone, not the other module's entry points."""
+    return name in _taken
+
+
+def forced_kind() -> str | None:
+    """:data:`TWIN` or :data:`KERNEL` inside :func:`forced`, else None: for choices of the
+    same kind made elsewhere (a NumPy twin that writes a kernel's bytes)."""
+    return _forced
+
+
+def taken_modules() -> frozenset[str]:
+    """The jitted modules :func:`module` has given in this process."""
+    return frozenset(_taken)
+
+
+@contextlib.contextmanager
+def forced(kind: str) -> Iterator[None]:
+    """Every :func:`module` choice made ``kind`` (:data:`TWIN` or :data:`KERNEL`) while the
+    block runs, in every thread: the compile stage loads the kernels a run will take, and
+    tests hold a run on twins to the same run on kernels."""
+    global _forced
+    if kind not in (TWIN, KERNEL):
+        raise ValueError(f"forced() takes {TWIN!r} or {KERNEL!r}, not {kind!r}")
+    with _lock:
+        previous, _forced = _forced, kind
+    try:
+        yield
+    finally:
+        with _lock:
+            _forced = previous

@@ -11,16 +11,19 @@ real input's own rows and column types, under the run's size hint), and its seco
 
 A run compiles only what it uses: the choices between a jitted kernel and its twin depend on
 sizes (rows of a bucket, rows of the input, text bytes), and each warm-up is sized so that it
-makes the same choices. Two of them are estimated, not known, before the work: the text bytes
-that extraction will hand the fact scanner (the documents' file bytes), and whether a bucket
-holds a group of ``BlockMinSegments`` (or ``LshMinSegments``) rows (its largest document's
-rows). A kernel the estimate misses is compiled where it is first called, inside that stage.
+makes the same choices, or takes the kernels outright when the run will (the fact scanner
+and the guard, whose twins give the kernels' bits: :func:`arrowdedup.interpreted.module`).
+Two sizes are estimated, not known, before the work: the text bytes that extraction will hand
+the fact scanner (the documents' file bytes), and whether a bucket holds a group of
+``BlockMinSegments`` (or ``LshMinSegments``) rows (its largest document's rows). A kernel the
+estimate misses is compiled where it is first called, inside that stage.
 With the Ray engine the driver compiles into Numba's cache and each worker process loads
 from it on its first bucket, inside that bucket's stages.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import tempfile
@@ -46,14 +49,18 @@ STAGE = "compile"
 
 
 def _loaded() -> frozenset[str]:
-    return frozenset(name for name in sys.modules if name.startswith("arrowdedup."))
+    from .interpreted import taken_modules
+
+    return frozenset(name for name in sys.modules if name.startswith("arrowdedup.")) | {
+        f"taken:{name}" for name in taken_modules()}
 
 
 def _timed(timings: dict[str, float], quiet: bool, work: Callable[[], Any]) -> None:
     """``work`` under the progress note, its seconds added to ``compile``. It runs again
-    while it loads more of the package: a twin is taken over its jitted module only while
-    that module is not loaded yet (:func:`arrowdedup.facts._guard`), so a module that a
-    later step of the warm-up loads changes what an earlier step runs in the job."""
+    while it loads or takes more of the package: a twin is taken over its jitted module
+    only while that module is not taken yet (:func:`arrowdedup.interpreted.module`), so a
+    module that a later step of the warm-up takes changes what an earlier step runs in the
+    job."""
     start = time.perf_counter()
     with progress.spinner(NOTE, quiet=quiet):
         for _ in range(3):
@@ -71,44 +78,88 @@ def _quiet_numpy() -> Any:
 # ----------------------------------------------------------------------------- extraction
 
 
-def _file_bytes(paths: Sequence[Path]) -> int:
+def _text_size(paths: Sequence[Path], bound: int) -> int:
+    """What extraction will hand the fact scanner, in the unit of its choice
+    (:func:`arrowdedup.facts._scan_size`), estimated from the files: a text file's bytes,
+    those outside ASCII three times over, any other file's bytes. Files are read only until
+    the total passes ``bound``."""
+    from .extract.core import EXTENSIONS
+    from .facts import _scan_size
+
     total = 0
     for path in paths:
         files: Iterator[Path] = path.rglob("*") if path.is_dir() else iter([path])
         for f in files:
+            if total > bound:
+                return total
             try:
-                if f.is_file():
-                    total += f.stat().st_size
+                if not f.is_file():
+                    continue
+                size = f.stat().st_size
+                if EXTENSIONS.get(f.suffix.lower()) in _TEXT_FORMATS and total + size <= bound:
+                    size = _scan_size(np.fromfile(f, dtype=np.uint8))
             except OSError:
                 continue
+            total += size
     return total
 
 
-def _warm_scanner() -> None:
-    """The fact scanner on one text of more than ``TWIN_MAX_BYTES`` bytes (the jitted scanner,
-    not its twin), with the columns extraction gives it: segment types (table rows, code),
-    languages and inline code terms."""
-    from .facts import TWIN_MAX_BYTES, fact_signatures
+# Formats whose file bytes are (nearly) the text extraction takes from them.
+_TEXT_FORMATS = frozenset({"markdown", "text", "html", "csv", "tsv"})
 
-    line = 'Version 2.4 of "the API" allows 10 MB/s, not 20; see `retry_policy` at 09:30.\n'
-    # Ten times the twin's bound: the content words merged into the signatures
-    # (facts._with_facts) then number more than TWIN_MAX_BYTES too, as in a real run.
-    texts = [line * (10 * TWIN_MAX_BYTES // len(line) + 1), "Plan: Pro\nPrice: 20 EUR", "x = 1"]
-    fact_signatures(pl.Series("text", texts, dtype=pl.String),
-                    segment_type=pl.Series(["paragraph", "table_row", "code"], dtype=pl.String),
-                    language=pl.Series(["en", "en", "en"], dtype=pl.String),
-                    code_terms=pl.Series([["retry_policy"], [], []],
-                                         dtype=pl.List(pl.String)))
+
+def _warm_scanner() -> None:
+    """The jitted fact scanner and guard (never their twins), with the columns extraction
+    gives them: segment types (a heading with a name, table rows, code), languages and
+    inline code terms."""
+    from . import interpreted
+    from .facts import fact_signatures
+    from .hashing import JIT_MIN_ROWS
+
+    # Distinct words past JIT_MIN_ROWS: the content words of a large text are hashed jitted.
+    words = " ".join("".join("abcdefghijklmnopqrstuvwxyz"[i // 26**k % 26] for k in range(4))
+                     for i in range(2 * JIT_MIN_ROWS))
+    texts = ['Version 2.4 of "the API" allows 10 MB/s, not 20; see `retry_policy` at 09:30. '
+             + words, "Install on Linux", "Plan: Pro\nPrice: 20 EUR", "x = 1"]
+    with interpreted.forced(interpreted.KERNEL):
+        fact_signatures(pl.Series("text", texts, dtype=pl.String),
+                        segment_type=pl.Series(["paragraph", "heading", "table_row", "code"],
+                                               dtype=pl.String),
+                        language=pl.Series(["en"] * 4, dtype=pl.String),
+                        code_terms=pl.Series([["retry_policy"], [], [], []],
+                                             dtype=pl.List(pl.String)))
+
+
+def _warm_text_hashes() -> None:
+    """The jitted hashing of ``JIT_MIN_ROWS`` segments' texts: extraction's content hashes
+    (:func:`arrowdedup.extract.core.with_content_hash`) and the embedding cache's keys."""
+    from .embed_cache import text_hashes
+    from .extract.core import with_content_hash
+    from .hashing import JIT_MIN_ROWS
+
+    frame = pl.DataFrame({"text": [f"segment {i}" for i in range(JIT_MIN_ROWS)],
+                          "segment_type": ["paragraph"] * JIT_MIN_ROWS})
+    with_content_hash(frame)
+    text_hashes(frame.get_column("text").to_arrow())
 
 
 def for_extract(paths: Sequence[Path], timings: dict[str, float], *, quiet: bool) -> None:
-    """Before extracting ``paths``: the jitted fact scanner when their bytes exceed what its
-    interpreted twin takes (:data:`arrowdedup.facts.TWIN_MAX_BYTES`)."""
+    """Before extracting ``paths``: the jitted fact scanner when their text exceeds what its
+    interpreted twin takes (:data:`arrowdedup.facts.TWIN_MAX_BYTES`; estimated from the
+    files, :func:`_text_size`: only extraction knows the text), and with it the hashing of
+    ``JIT_MIN_ROWS`` segments' texts (which that much text makes at 64 bytes a segment)."""
+    from . import interpreted
     from .facts import TWIN_MAX_BYTES
 
-    if "arrowdedup.fact_scan" in sys.modules or _file_bytes(paths) <= TWIN_MAX_BYTES:
+    if interpreted.taken("arrowdedup.fact_scan") or \
+            _text_size(paths, TWIN_MAX_BYTES) <= TWIN_MAX_BYTES:
         return
-    _timed(timings, quiet, _warm_scanner)
+
+    def work() -> None:
+        _warm_scanner()
+        _warm_text_hashes()
+
+    _timed(timings, quiet, work)
 
 
 # ----------------------------------------------------------------------------- partitioning
@@ -268,13 +319,23 @@ def _warm_bucket(table: pa.Table, total_rows: int, job: BucketJob) -> None:
     # Only the package's own index is finished here: another builder's finish may do more
     # than compute (a hook's does).
     builders = [Bm25Builder() for b in job.indexes if isinstance(b, Bm25Builder)]
+    postings = 0
     for builder in builders:
-        builder.add(done[0].index_parts.get(builder.name), done[0].kept_rows)
+        part = done[0].index_parts.get(builder.name)
+        builder.add(part, done[0].kept_rows)
+        postings += part.doc_rows.shape[0] if part is not None else 0
     if builders:
+        from . import interpreted
         from .ingest import numba_threads
+        from .retrieval.bm25 import JIT_MIN_POSTINGS
 
+        # The finish takes its kernels by the postings of the whole index: estimated from
+        # this bucket's, per row.
+        whole = postings * total_rows // max(1, table.num_rows)
+        kernels = whole >= JIT_MIN_POSTINGS and "numba" in sys.modules
         with tempfile.TemporaryDirectory(prefix="arrowdedup-compile-") as tmp, \
-                numba_threads(job.threads):
+                numba_threads(job.threads), \
+                interpreted.forced(interpreted.KERNEL) if kernels else contextlib.nullcontext():
             for builder in builders:
                 builder.finish(Path(tmp))
 

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import M2V_MODEL
@@ -17,8 +18,8 @@ from tests.conftest import M2V_MODEL
 ROOT = Path(__file__).resolve().parent.parent
 
 # Run in a fresh process: every jitted function's overloads (compiled, or loaded from the
-# cache) are listed after each warm-up of the compile stage and at the end of the run; an
-# overload that appears outside a warm-up was compiled or loaded inside another stage.
+# cache) are listed before and after each warm-up of the compile stage and at the end of the
+# run; an overload that appears outside a warm-up was compiled or loaded inside another stage.
 PROBE = textwrap.dedent("""
     import json, sys
     import numpy as np
@@ -39,10 +40,12 @@ PROBE = textwrap.dedent("""
         return out
 
     warmed = set()
+    stray = set()
     timed = precompile._timed
 
     def spying(timings, quiet, work):
         def wrapped():
+            stray.update(overloads() - warmed)  # since the last warm-up: in another stage
             work()
             warmed.update(overloads())
         timed(timings, quiet, wrapped)
@@ -71,9 +74,9 @@ PROBE = textwrap.dedent("""
     else:
         result = ingest_to_store(arg, out, embedder=f"model2vec:{sys.argv[4]}", quiet=True)
     loaded = "numba" in sys.modules
-    stray = sorted(overloads() - warmed)
-    print(json.dumps({"stray": stray, "numba": loaded,
-                      "compile": result.timings["compile"]}))
+    stray = sorted(stray | (overloads() - warmed))
+    print(json.dumps({"stray": stray, "numba": loaded, "compile": result.timings["compile"],
+                      "kernels": sorted({f"{m}.{f}" for m, f, _ in overloads()})}))
 """)
 
 
@@ -95,14 +98,14 @@ def test_no_kernel_is_compiled_inside_another_stage(tmp_path: Path) -> None:
 
 def test_a_small_run_loads_no_kernel(tmp_path: Path) -> None:
     out = probe("table", str(tmp_path / "s"), "60")
-    assert out == {"stray": [], "numba": False, "compile": 0.0}
+    assert out == {"stray": [], "numba": False, "compile": 0.0, "kernels": []}
     small = tmp_path / "small"
     small.mkdir()
     (small / "a.md").write_text("# Keys\n\nKeys rotate every 90 days.\n")
     if not M2V_MODEL.is_dir():
         pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
     out = probe("docs", str(tmp_path / "d"), str(small), str(M2V_MODEL))
-    assert out == {"stray": [], "numba": False, "compile": 0.0}
+    assert out == {"stray": [], "numba": False, "compile": 0.0, "kernels": []}
 
 
 def test_the_sample_docs_compile_before_the_work(tmp_path: Path) -> None:
@@ -110,3 +113,50 @@ def test_the_sample_docs_compile_before_the_work(tmp_path: Path) -> None:
         pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
     out = probe("docs", str(tmp_path / "d"), str(ROOT / "data" / "sample"), str(M2V_MODEL))
     assert out["stray"] == [], out["stray"]
+    # Its 45 KB of text take the twins of the scanner and of the guard's CSR helpers: from
+    # an empty cache the scanner alone compiles for most of a minute.
+    assert "arrowdedup.fact_scan._scan" not in out["kernels"], out["kernels"]
+
+
+def english_page(page: int) -> str:
+    blocks = [f"# Page {page} of the Kafka guide\n"]
+    for i in range(40):
+        blocks.append(f"Step {i}: set `retry_{i}` to {i * 7} MB on node{page}; "
+                      f"do not restart the Broker before 10:{i:02d}, as \"v2.{i}\" says.")
+        if i % 10 == 0:
+            blocks.append(f"| name | value |\n| --- | --- |\n| limit | {i} |\n| page | {page} |")
+    return "\n\n".join(blocks) + "\n"
+
+
+def japanese_page(page: int) -> str:
+    blocks = [f"# ガイド {page}\n"]
+    for i in range(40):
+        blocks.append(f"東京のサーバー{i}台は設定{page}を使いません。"
+                      f"エクスポーターは{i * 3}秒ごとにトレースを送信します。")
+    return "\n\n".join(blocks) + "\n"
+
+
+@pytest.mark.parametrize("write_page", [english_page, japanese_page])
+def test_a_large_docs_folder_compiles_the_scanner_before_extracting(tmp_path: Path,
+                                                                     write_page) -> None:
+    """Documents of more than ``TWIN_MAX_BYTES`` take the jitted scanner: loaded or compiled
+    in ``compile``, never inside ``extract``. Japanese text counts its bytes outside ASCII
+    three times (the twin spends that much longer on them): a folder under the bound in
+    bytes is over it."""
+    if not M2V_MODEL.is_dir():
+        pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
+    from arrowdedup.facts import TWIN_MAX_BYTES, _scan_size
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = ""
+    # Half again over the bound: extraction drops the Markdown around the text.
+    while _scan_size(np.frombuffer(text.encode(), dtype=np.uint8)) <= 1.5 * TWIN_MAX_BYTES:
+        page = write_page(len(text))
+        (docs / f"page-{len(text)}.md").write_text(page, encoding="utf-8")
+        text += page
+    if write_page is japanese_page:
+        assert len(text.encode()) <= TWIN_MAX_BYTES  # under the bound in bytes
+    out = probe("docs", str(tmp_path / "d"), str(docs), str(M2V_MODEL))
+    assert out["stray"] == [], out["stray"]
+    assert "arrowdedup.fact_scan._scan" in out["kernels"], out["kernels"]

@@ -161,7 +161,13 @@ def _finish_jitted(postings: int) -> bool:
     engine's, whose workers tokenised the buckets with it). A Ray driver has not: loading Numba
     for this one pass cost it more than the NumPy twin (at 1M, 0.64-0.67 s with Numba's load
     against 0.33-0.55 s for NumPy in fresh processes; 0.12 s once Numba is loaded). Both write
-    the same bytes (a test holds them to it), so the engine does not show in the index."""
+    the same bytes (a test holds them to it), so the engine does not show in the index, and
+    :func:`arrowdedup.interpreted.forced` makes the choice (the compile stage's warm-up)."""
+    from ..interpreted import KERNEL, forced_kind
+
+    forced = forced_kind()
+    if forced is not None:
+        return forced == KERNEL
     return postings >= JIT_MIN_POSTINGS and "numba" in sys.modules
 
 
