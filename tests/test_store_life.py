@@ -522,3 +522,30 @@ def test_top_n_breaks_boundary_ties_by_key_not_row_order() -> None:
         flipped = top_n(scores[::-1].copy(), 3, positive_only=positive_only,
                         tie_key=key[::-1].copy())
         assert sorted((5 - flipped).tolist()) == [1, 2, 5]
+
+
+def test_update_of_a_file_without_a_column_others_have(tmp_path: Path) -> None:
+    """An update that re-extracts one file whose rows lack a column other documents have
+    (``language``, set by front matter elsewhere) reads back as a full ingest does, and
+    search works on it (the layers were concatenated by position: 'schema lengths differ')."""
+    import shutil
+
+    from tests.conftest import M2V_MODEL, ROOT, need
+
+    embedder = f"model2vec:{need(M2V_MODEL)}"
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "data" / "sample", docs)
+    ingest_to_store(docs, tmp_path / "s", embedder=embedder, quiet=True)
+    with (docs / "README.md").open("a", encoding="utf-8") as f:
+        f.write("\n\nA closing paragraph about exporters and the batching of spans.\n")
+    from arrowdedup.update import update_store
+
+    update_store(tmp_path / "s", docs, quiet=True)
+    ingest_to_store(docs, tmp_path / "full", embedder=embedder, quiet=True)
+    updated, full = open_store(tmp_path / "s"), open_store(tmp_path / "full")
+    assert updated.is_layered
+    a = updated.segments().collect().sort("segment_id")
+    b = full.segments().collect().sort("segment_id").select(a.columns)
+    assert "language" in a.columns and a.equals(b)
+    hits = search(tmp_path / "s", "batching of spans", k=3).results
+    assert hits.height > 0

@@ -545,14 +545,14 @@ class Store:
             if required:
                 raise StoreError(f"store {self.root} has no {sub} files; re-ingest")
             return None
-        return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
 
     def _scan_parts(self, parts: list[Path]) -> pl.LazyFrame:
         guards = [self.guard(p) for p in parts]
         if all(g is None for g in guards):
             return pl.scan_parquet(parts)
         frames = [scan_parquet_checked(p, g) for p, g in zip(parts, guards, strict=True)]
-        return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
 
     def segments(self, *, with_embeddings: bool = True) -> pl.LazyFrame:
         """Kept segments (embeddings joined back when stored), in store order."""
@@ -567,7 +567,7 @@ class Store:
                 frames.append(layer.live(lf))
         if not frames:
             raise StoreError(f"store {self.root} has no segment files; re-ingest")
-        return pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
+        return pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
 
     def decisions(self) -> pl.LazyFrame:
         out = self._scan(DECISIONS)
@@ -579,7 +579,7 @@ class Store:
                   for layer in self.layers() if (layer.path / DOCUMENTS).exists()]
         if not frames:
             return pl.scan_parquet(self.version / DOCUMENTS)  # raises the clear read error
-        return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
 
     def change_layers(self) -> tuple[bool, list[tuple[int, str, str]]]:
         """Where this version's change history lies: whether its base carries a history
