@@ -138,6 +138,16 @@ def check_same_runtime(store: Store, embedder: Any) -> None:
                                      "the store's)")
 
 
+def corpus_rows(store: Store, plan: Plan, new_rows: int) -> int:
+    """Segments a full ingest of the corpus after ``plan`` would read: the store's documents
+    that stay as they are, plus ``new_rows`` (the added and changed documents' rows)."""
+    gone = [*plan.changed, *plan.removed]
+    kept = (store.documents().select("doc_id", "original_count")
+            .filter(~pl.col("doc_id").cast(pl.String).is_in(gone))
+            .select(pl.col("original_count").sum()).collect().item())
+    return int(kept or 0) + new_rows
+
+
 def plan_update(store: Store, fps: pl.DataFrame, *, delete_missing: bool,
                 present: Sequence[str] = ()) -> Plan:
     """Compare the input's document fingerprints with the store's; ``present``: documents of
@@ -378,11 +388,15 @@ def update_store(
         subset = frame.filter(pl.col("doc_id").cast(pl.String).is_in(todo.to_list()))
         _check_ids(parent, frame, subset)
         timings["partition"] += time.perf_counter() - t
-        precompile.for_update(subset, frame.height, cfg, threads, timings, quiet=quiet)
+        # Size-dependent choices (jitted kernel or twin) are made as for a full ingest of the
+        # corpus after this update, not for this input: the kernel and the NumPy twin may
+        # differ in a similarity's last bits, and an update must equal a full ingest.
+        full_rows = corpus_rows(parent, plan, subset.height)
+        precompile.for_update(subset, full_rows, cfg, threads, timings, quiet=quiet)
         t = time.perf_counter()
         result = None
         if subset.height:
-            with input_rows(frame.height):
+            with input_rows(full_rows):
                 result = ingest(subset, cfg, threads=threads, scorer=scorer)
             dim = parent.embedding_dim
             if dim and result.embedding_dim and dim != result.embedding_dim:

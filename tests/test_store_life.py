@@ -524,10 +524,11 @@ def test_top_n_breaks_boundary_ties_by_key_not_row_order() -> None:
         assert sorted((5 - flipped).tolist()) == [1, 2, 5]
 
 
-def test_update_of_a_file_without_a_column_others_have(tmp_path: Path) -> None:
-    """An update that re-extracts one file whose rows lack a column other documents have
-    (``language``, set by front matter elsewhere) reads back as a full ingest does, and
-    search works on it (the layers were concatenated by position: 'schema lengths differ')."""
+def test_update_of_a_few_files_equals_a_full_ingest(tmp_path: Path) -> None:
+    """An update that re-extracts a few files reads back as a full ingest of the folder does:
+    a file whose rows lack a column other documents have (``language``, set by front matter
+    elsewhere) and search works on it (the layers were concatenated by position: 'schema
+    lengths differ'), and near merges have the full ingest's similarity bits."""
     import shutil
 
     from tests.conftest import M2V_MODEL, ROOT, need
@@ -538,6 +539,12 @@ def test_update_of_a_file_without_a_column_others_have(tmp_path: Path) -> None:
     ingest_to_store(docs, tmp_path / "s", embedder=embedder, quiet=True)
     with (docs / "README.md").open("a", encoding="utf-8") as f:
         f.write("\n\nA closing paragraph about exporters and the batching of spans.\n")
+    # Pages with near merges: the update decides them on its own few rows, a full ingest on
+    # the corpus's; the similarities must be the same bits (the kernel is chosen for both as
+    # for the whole corpus, whose size is past SMALL_INPUT_ROWS).
+    for page in ("invoices", "meters", "pagination", "testing"):
+        with (docs / "docs" / f"{page}.md").open("a", encoding="utf-8") as f:
+            f.write("\n\nOne more closing line for this page.\n")
     from arrowdedup.update import update_store
 
     update_store(tmp_path / "s", docs, quiet=True)
@@ -547,5 +554,8 @@ def test_update_of_a_file_without_a_column_others_have(tmp_path: Path) -> None:
     a = updated.segments().collect().sort("segment_id")
     b = full.segments().collect().sort("segment_id").select(a.columns)
     assert "language" in a.columns and a.equals(b)
+    da = updated.decisions().collect().sort("segment_id")
+    db = full.decisions().collect().sort("segment_id").select(da.columns)
+    assert da.get_column("similarity").is_not_null().sum() >= 4 and da.equals(db)
     hits = search(tmp_path / "s", "batching of spans", k=3).results
     assert hits.height > 0
