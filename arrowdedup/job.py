@@ -1288,6 +1288,9 @@ def ingest_to_store(
             "key_columns": list(key_columns) if key_columns else None,
             "detect_keys": detect_keys, "doc_version_from_path": doc_version_from_path}
         tables, paths = [frame.to_arrow()], []
+        # The Arrow table holds the segments from here on (its strings are copies of the
+        # frame's views): a second copy of a large corpus's text would stay for the whole job.
+        del frame
     else:
         refuse_embedder_for_tables(embedder)
         if paths:
