@@ -32,11 +32,8 @@ from .common import ROOT, SHARED_DATA, fmt, table
 
 sys.path.insert(0, str(ROOT / "tests"))
 from hostile_files import (  # the writers live with the fuzz tests
-    far_cell_xlsx,
+    hostile_folder,
     run_measured,
-    shared_string_bomb_xlsx,
-    table_xlsx,
-    wide_csv,
     write_xlsx,
 )
 
@@ -46,17 +43,6 @@ MODEL = SHARED_DATA / "models" / "m2v-minilm-l6-256"
 CORPUS = SHARED_DATA / "corpus" / "opentelemetry.io"
 TARGET_GB = 1.5
 MAX_FILE = 10 * 2**20
-
-
-def _hostile(folder: Path) -> Path:
-    folder.mkdir()
-    far_cell_xlsx(folder / "far.xlsx", "XFD1048576")
-    far_cell_xlsx(folder / "zz.xlsx", "ZZ200000")
-    shared_string_bomb_xlsx(folder / "bomb.xlsx")
-    wide_csv(folder / "wide.csv", 600_000)
-    table_xlsx(folder / "fine.xlsx", rows=50, columns=4)
-    (folder / "notes.md").write_text("# Notes\n\nA paragraph that is fine to read.\n")
-    return folder
 
 
 def _words(i: int) -> str:
@@ -122,7 +108,7 @@ def _ingest(folder: Path, store: Path) -> tuple[int, float, int]:
 
 def _folders(tmp: Path, quick: bool) -> dict[str, Path]:
     large = _large(tmp / "large", quick)
-    out = {"hostile": _hostile(tmp / "hostile")}
+    out = {"hostile": hostile_folder(tmp / "hostile", 600_000)}
     csv = tmp / "csv"
     csv.mkdir()
     shutil.copy(large / "records.csv", csv)

@@ -117,6 +117,20 @@ def wide_csv(path: Path, columns: int, rows: int = 1) -> Path:
     return path
 
 
+def hostile_folder(folder: Path, wide_columns: int = 1_000_000) -> Path:
+    """The issue's reproductions side by side (far cells at XFD1048576 and ZZ200000, a
+    shared-string bomb, a CSV of ``wide_columns`` columns) beside an ordinary workbook and a
+    Markdown file."""
+    folder.mkdir()
+    far_cell_xlsx(folder / "far.xlsx", "XFD1048576")
+    far_cell_xlsx(folder / "zz.xlsx", "ZZ200000")
+    shared_string_bomb_xlsx(folder / "bomb.xlsx")
+    wide_csv(folder / "wide.csv", wide_columns)
+    table_xlsx(folder / "fine.xlsx", rows=50, columns=4)
+    (folder / "notes.md").write_text("# Notes\n\nA paragraph that is fine to read.\n")
+    return folder
+
+
 # ----------------------------------------------------------------------------- memory
 
 

@@ -19,6 +19,7 @@ import pytest
 from conftest import M2V_MODEL, ROOT, need
 from hostile_files import (
     far_cell_xlsx,
+    hostile_folder,
     run_measured,
     shared_string_bomb_xlsx,
     table_xlsx,
@@ -375,22 +376,11 @@ def test_cli_skips_a_file_past_a_limit_in_one_line_and_refuses_it_without(tmp_pa
     assert res.exit_code == 1 and "--max-cells" in res.output
 
 
-def _hostile_folder(folder: Path) -> Path:
-    folder.mkdir()
-    far_cell_xlsx(folder / "far.xlsx", "XFD1048576")
-    far_cell_xlsx(folder / "zz.xlsx", "ZZ200000")
-    shared_string_bomb_xlsx(folder / "bomb.xlsx")
-    wide_csv(folder / "wide.csv", 1_000_000)
-    table_xlsx(folder / "fine.xlsx", rows=50, columns=4)
-    (folder / "notes.md").write_text("# Notes\n\nA paragraph that is fine to read.\n")
-    return folder
-
-
 def test_ingest_of_hostile_files_is_bounded(tmp_path):
     """The issue's reproductions in one folder: exit 0 under --skip-bad-files, one line per
     skipped file, and a peak RSS of the whole process tree (workers included) <= 1.5 GB."""
     need(M2V_MODEL)
-    folder = _hostile_folder(tmp_path / "hostile")
+    folder = hostile_folder(tmp_path / "hostile")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     res, peak, _ = run_measured(
         [sys.executable, "-m", "arrowdedup", "ingest", str(folder), "--out",

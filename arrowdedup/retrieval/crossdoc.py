@@ -26,7 +26,7 @@ from ..errors import SchemaError, first_rows
 from ..facts import FACT_COLUMN, conflict_reasons
 from ..kernels import effective_threshold, no_facts
 from ..vectors import embedding_matrix, language_codes
-from .ranked_dedup import FactArrays, fact_arrays
+from .ranked_dedup import FactArrays, fact_arrays, planned_lists
 
 _DEFAULT = DedupConfig()  # frozen: safe to share, and validating it per call costs ~0.1 ms
 # Reassociation lets LLVM vectorise the dot products; no nnan / ninf, which would fold away
@@ -304,13 +304,7 @@ def displaced_lists(ids: pa.Array | None, rep: np.ndarray) -> tuple[np.ndarray, 
 
     ``ids`` may be ``None`` when no row was skipped (the ids are then not needed).
     """
-    order, offsets, nkept = output_plan(np.ascontiguousarray(rep, dtype=np.int64))
-    if nkept == order.size:
-        values = pa.array([], type=ids.type if ids is not None else pa.string())
-    else:
-        assert ids is not None
-        values = ids.take(pa.array(order[nkept:]))
-    return order[:nkept].astype(np.int64), pa.LargeListArray.from_arrays(pa.array(offsets), values)
+    return planned_lists(ids, *output_plan(np.ascontiguousarray(rep, dtype=np.int64)))
 
 
 _NO_IDS = pl.Series("displaced_ids", [[]], dtype=pl.List(pl.String))

@@ -145,7 +145,13 @@ def displaced_lists(ids: pa.Array | None, rep: np.ndarray) -> tuple[np.ndarray, 
 
     ``ids`` may be ``None`` when no row was skipped (the ids are then not needed).
     """
-    order, offsets, nkept = output_plan(rep)
+    return planned_lists(ids, *output_plan(rep))
+
+
+def planned_lists(ids: pa.Array | None, order: np.ndarray, offsets: np.ndarray, nkept: int
+                  ) -> tuple[np.ndarray, pa.Array]:
+    """Kept row indices and the lists of displaced ids, from an output plan (see
+    :func:`output_plan`)."""
     if nkept == order.size:
         values = pa.array([], type=ids.type if ids is not None else pa.string())
     else:
