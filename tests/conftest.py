@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +23,31 @@ def need(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"../shared/data/{path.relative_to(SHARED_DATA)} is not present")
     return path
+
+
+def on_a_terminal(args: list[str], env: dict[str, str], *, stream: str) -> bytes:
+    """What ``arrowdedup ARGS`` writes to its ``stream`` ("stdout" or "stderr") when that
+    stream is a terminal (a pty); the other streams go nowhere. The run must exit 0."""
+    import pty
+
+    master, slave = pty.openpty()
+    sinks = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: slave}
+    proc = subprocess.Popen([sys.executable, "-m", "arrowdedup", *args], env=env,
+                            stdin=subprocess.DEVNULL, **sinks)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(master)
+    assert proc.returncode == 0
+    return b"".join(chunks)
 
 
 def word(i: int) -> str:

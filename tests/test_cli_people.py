@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import M2V_MODEL, ROOT, need
+from conftest import M2V_MODEL, ROOT, need, on_a_terminal
 from rich.cells import cell_len
 from typer.testing import CliRunner
 
@@ -339,29 +339,11 @@ def test_results_are_frozen(built: tuple[Path, Path, str]) -> None:
 
 def _stderr(args: list[str], *, tty: bool) -> str:
     """stderr of an ``arrowdedup`` run whose stderr is (or is not) a terminal."""
-    import pty
-
     env = dict(os.environ, COLUMNS="80", PYTHONPATH=str(ROOT))
-    args = [sys.executable, "-m", "arrowdedup", *args]
     if not tty:
-        return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300,
-                              check=True).stderr
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=slave)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=300)
-    os.close(master)
-    assert proc.returncode == 0
-    return b"".join(chunks).decode("utf-8", "replace")
+        return subprocess.run([sys.executable, "-m", "arrowdedup", *args], env=env,
+                              capture_output=True, text=True, timeout=300, check=True).stderr
+    return on_a_terminal(args, env, stream="stderr").decode("utf-8", "replace")
 
 
 def _ingest_stderr(docs: Path, out: Path, spec: str, *, tty: bool) -> str:

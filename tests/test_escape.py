@@ -12,13 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import M2V_MODEL, ROOT, need, segments_frame, unit
+from conftest import M2V_MODEL, ROOT, need, on_a_terminal, segments_frame, unit
 from rich.cells import cell_len
 from typer.testing import CliRunner
 
@@ -317,28 +315,11 @@ def test_context_piped_is_markdown_without_control_characters(
 
 def _on_a_terminal(args: list[str]) -> str:
     """stdout of an ``arrowdedup`` run whose stdout is a terminal (a pty)."""
-    import pty
-
     env = dict(os.environ, COLUMNS="80", PYTHONPATH=str(ROOT))
     env.pop("NO_COLOR", None)
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "arrowdedup", *args], env=env,
-                            stdout=slave, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=300)
-    os.close(master)
-    assert proc.returncode == 0
+    out = on_a_terminal(args, env, stream="stdout")
     # The terminal turns "\n" into "\r\n"; rich styles headers with SGR codes (ours, safe).
-    return re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode("utf-8").replace("\r\n", "\n"))
+    return re.sub(r"\x1b\[[0-9;]*m", "", out.decode("utf-8").replace("\r\n", "\n"))
 
 
 def test_context_on_a_terminal_shows_control_characters_and_no_osc(
