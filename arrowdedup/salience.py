@@ -97,20 +97,18 @@ def centrality(doc_codes: np.ndarray, n_docs: int, embeddings: Embeddings | None
     out = np.ones(n, dtype=np.float64)
     if embeddings is None or not embeddings.usable.any():
         return out
-    usable = embeddings.usable
-    matrix = embeddings.matrix
     # In row chunks: float64 copies of a whole table's vectors would double a large
-    # document's peak memory. Rows are summed in the same order, so the values do not change.
-    sums = np.zeros((n_docs, matrix.shape[1]), dtype=np.float64)
-    # Each chunk's norms take the path the whole usable matrix would (vectors.row_stats
-    # chooses by size), so the values are those of one pass over it.
-    with input_rows(max(int(usable.sum()), input_rows_hint())):
-        return _centrality(doc_codes, matrix, usable, sums, out)
+    # document's peak memory. Rows are summed in the same order, and each chunk's norms take
+    # the path the whole usable matrix would (vectors.row_stats chooses by size), so the
+    # values are those of one pass over it.
+    with input_rows(max(int(embeddings.usable.sum()), input_rows_hint())):
+        return _centrality(doc_codes, n_docs, embeddings.matrix, embeddings.usable, out)
 
 
-def _centrality(doc_codes: np.ndarray, matrix: np.ndarray, usable: np.ndarray,
-                sums: np.ndarray, out: np.ndarray) -> np.ndarray:
+def _centrality(doc_codes: np.ndarray, n_docs: int, matrix: np.ndarray, usable: np.ndarray,
+                out: np.ndarray) -> np.ndarray:
     n = doc_codes.shape[0]
+    sums = np.zeros((n_docs, matrix.shape[1]), dtype=np.float64)
     for start in range(0, n, _CHUNK_ROWS):
         rows = slice(start, start + _CHUNK_ROWS)
         ok = usable[rows]
