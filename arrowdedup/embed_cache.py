@@ -288,6 +288,25 @@ def embed_texts(
     views embedded by an earlier run are read back instead, and the newly embedded ones are
     appended to it.
     """
+    vectors, inverse, stats = embed_distinct(texts, embedder, cache=cache,
+                                             batch_size=batch_size, quiet=quiet,
+                                             verbatim=verbatim)
+    return np.ascontiguousarray(vectors[inverse]), stats
+
+
+def embed_distinct(
+    texts: pa.Array | pa.ChunkedArray | Sequence[str],
+    embedder: Embedder,
+    *,
+    cache: EmbeddingCache | None = None,
+    batch_size: int = DEFAULT_BATCH,
+    quiet: bool = True,
+    verbatim: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, CacheStats]:
+    """:func:`embed_texts` without the final gather: the vectors of the distinct views, the
+    row of each text in them (``vectors[inverse]`` is :func:`embed_texts`' result) and the
+    cache's counts. A large run gathers its rows batch by batch instead of holding every
+    text's vector a second time."""
     from .embed_view import embedding_texts
 
     texts = embedding_texts(texts, verbatim)
@@ -311,7 +330,7 @@ def embed_texts(
             cache.add(uniq[todo], new)
     stats = CacheStats(texts=n, unique=int(uniq.size), cached=int(found.sum()),
                        embedded=int(todo.size))
-    return np.ascontiguousarray(vectors[inverse.reshape(-1)]), stats
+    return vectors, inverse.reshape(-1), stats
 
 
 @contextlib.contextmanager

@@ -421,6 +421,17 @@ def _gather_mapped(path: str, table: pa.Table, rows: np.ndarray, base: int,
     return part
 
 
+def _read_partition(path: str) -> pa.Table:
+    """A partition file's rows, its embeddings read with ``pread`` as
+    :func:`_gather_mapped` reads them: taken through the mapping, the pages of a large
+    bucket's embeddings stayed resident beside the copy the bucket works on (146 MB of a
+    150k-row document at 256 dimensions)."""
+    table, base, size = _mapped_at(path, validate=False)
+    if not size or not table.num_rows or not _direct_columns(table, base, size):
+        return table
+    return _gather_mapped(path, table, np.arange(table.num_rows, dtype=np.int64), base, size)
+
+
 def _direct_columns(table: pa.Table, base: int, size: int) -> dict[str, list[tuple[int, int, int]]]:
     """The columns of a mapped table that are read with ``pread`` (:func:`_fixed_rows`), with
     their spans; none where ``os.preadv`` is missing (it is POSIX: Linux, macOS 11+, BSD)."""
@@ -512,7 +523,7 @@ class BucketSource:
             if not path:
                 return None, None
             saved = Path(_row_numbers_file(path))
-            return self.open(path), np.load(saved) if saved.exists() else None
+            return _read_partition(path), np.load(saved) if saved.exists() else None
         parts: list[pa.Table] = []
         numbers: list[np.ndarray] = []
         offset = 0
@@ -573,12 +584,19 @@ def _arrow_of(table: TableLike) -> pa.Table:
 
 
 @contextlib.contextmanager
-def bucket_source(inputs: Sequence[Path] | Sequence[pa.Table], buckets: int, workdir: Path,
-                  memory_budget: int = 0, *, in_memory: bool = True) -> Iterator[BucketSource]:
-    """The :class:`BucketSource` of ``inputs`` (paths, or Arrow tables already in memory);
+def bucket_source(inputs: Sequence[Path] | Sequence[pa.Table] | BatchStream, buckets: int,
+                  workdir: Path, memory_budget: int = 0, *, in_memory: bool = True
+                  ) -> Iterator[BucketSource]:
+    """The :class:`BucketSource` of ``inputs`` (paths, Arrow tables already in memory, or a
+    :class:`BatchStream`, always partitioned);
     partition files live under ``workdir`` and are removed afterwards. Parquet inputs whose
     uncompressed size is at most ``memory_budget`` bytes in total are read into memory
     instead of partitioned; ``in_memory=False`` (Ray) partitions in-memory tables too."""
+    if isinstance(inputs, BatchStream):
+        with _partitioned([(inputs.schema, inputs.batches, inputs.name)], buckets,
+                          workdir) as source:
+            yield source
+        return
     if inputs and all(isinstance(t, pa.Table) for t in inputs):
         tables = [t for t in inputs if isinstance(t, pa.Table)]
         _check_schemas([t.schema for t in tables], [f"table {i}" for i in range(len(tables))])
@@ -1145,9 +1163,42 @@ def _documents_table(
 ) -> tuple[pl.DataFrame, str, dict[str, Any]]:
     """Extract and embed documents (through the store's embedding cache): the segments table,
     the model name and the manifest extras."""
+    docs = _documents(inputs, store_root, embedder=embedder,
+                      language_from_path=language_from_path, key_columns=key_columns,
+                      skip_bad_files=skip_bad_files, root=root, quiet=quiet, timings=timings,
+                      detect_keys=detect_keys, doc_version_from_path=doc_version_from_path,
+                      limits=limits, follow_external_symlinks=follow_external_symlinks)
+    frame = with_embeddings(docs.frame, docs.vectors[docs.inverse])
+    return frame, docs.model, docs.extra
+
+
+@dataclasses.dataclass
+class Documents:
+    """Extracted and embedded documents: the segments (without embeddings), the vectors of
+    their distinct embedding texts and each row's index into them (``vectors[inverse]``),
+    the model name and the manifest extras."""
+
+    frame: pl.DataFrame
+    vectors: np.ndarray
+    inverse: np.ndarray
+    model: str
+    extra: dict[str, Any]
+
+    def table_bytes(self) -> int:
+        """About what the segments table with its embeddings takes in memory."""
+        return int(self.frame.estimated_size()) + self.inverse.size * self.vectors.shape[1] * 4
+
+
+def _documents(
+    inputs: Sequence[Path], store_root: Path, *, embedder: str | Embedder | None,
+    language_from_path: str | None, key_columns: Sequence[str] | None,
+    skip_bad_files: bool, root: str | Path | None, quiet: bool, timings: dict[str, float],
+    detect_keys: bool = True, doc_version_from_path: str | None = None,
+    limits: ExtractLimits | None = None, follow_external_symlinks: bool = False,
+) -> Documents:
     from . import precompile, progress
     from .embed import embedder_record, embedder_runtime, get_embedder
-    from .embed_cache import EmbeddingCache, embed_texts
+    from .embed_cache import EmbeddingCache, embed_distinct
 
     embedder = choose_embedder(store_root, embedder)
     precompile.for_extract(inputs, timings, quiet=quiet)
@@ -1159,7 +1210,7 @@ def _documents_table(
                                      doc_version_from_path=doc_version_from_path,
                                      limits=limits,
                                      follow_external_symlinks=follow_external_symlinks)
-    frame = extracted.segments
+    frame = extracted.segments.drop("embedding", strict=False)
     timings["extract"] = timings.get("extract", 0.0) + time.perf_counter() - start
 
     start = time.perf_counter()
@@ -1173,9 +1224,9 @@ def _documents_table(
     cache = EmbeddingCache(store_root / "cache", model.name, model.dim,
                            runtime=embedder_runtime(model))
     code = frame.get_column("segment_type").cast(pl.String).eq("code").fill_null(False)
-    vectors, cache_stats = embed_texts(frame.get_column("text").to_arrow(), model, cache=cache,
-                                       quiet=quiet, verbatim=code.to_numpy())
-    frame = with_embeddings(frame.drop("embedding", strict=False), vectors)
+    vectors, inverse, cache_stats = embed_distinct(
+        frame.get_column("text").to_arrow(), model, cache=cache, quiet=quiet,
+        verbatim=code.to_numpy())
     timings["embed"] = timings.get("embed", 0.0) + time.perf_counter() - start
     extra = {
         "skipped_files": [dataclasses.asdict(f) for f in extracted.skipped],
@@ -1184,7 +1235,53 @@ def _documents_table(
         "embedder": embedder_record(model),
         "source": "documents",
     }
-    return frame, model.name, extra
+    return Documents(frame, vectors, inverse, model.name, extra)
+
+
+@dataclasses.dataclass
+class BatchStream:
+    """Segments that arrive batch by batch, read once (a large documents run): always
+    partitioned to disk, so the run never holds them whole."""
+
+    schema: pa.Schema
+    batches: Iterator[pa.RecordBatch]
+    rows: int
+    name: str = "<documents>"
+
+
+def documents_stream(docs: Documents) -> BatchStream:
+    """``docs`` as Arrow batches with their embeddings gathered batch by batch. The stream
+    takes ``docs``' data over: it is released as the stream is consumed, the caller keeps
+    no reference. The batches carry exactly the schema :func:`with_embeddings` gives, so a
+    streamed run writes the same store as one held in memory."""
+    table = docs.frame.to_arrow()
+    dim = docs.vectors.shape[1]
+    field = with_embeddings(docs.frame.head(0), np.zeros((0, dim), np.float32)) \
+        .to_arrow().schema.field("embedding")
+    docs.frame = docs.frame.clear()  # the Arrow table holds the segments from here on
+    schema = table.schema.append(field)
+    vectors, inverse = docs.vectors, docs.inverse
+    docs.vectors = docs.inverse = np.empty(0)
+
+    def batches(table: pa.Table, vectors: np.ndarray, inverse: np.ndarray
+                ) -> Iterator[pa.RecordBatch]:
+        offset = 0
+        for batch in table.to_batches(max_chunksize=PARTITION_BATCH):
+            rows = inverse[offset: offset + batch.num_rows]
+            offset += batch.num_rows
+            values = pa.array(vectors[rows].reshape(-1), type=field.type.value_type)
+            column = pa.FixedSizeListArray.from_arrays(values, type=field.type)
+            yield pa.RecordBatch.from_arrays([*batch.columns, column], schema=schema)
+
+    return BatchStream(schema, batches(table, vectors, inverse), table.num_rows)
+
+
+# Documents whose segments and vectors take more than this are partitioned to disk batch by
+# batch instead of held in memory for the whole job: the four-large-files run of
+# benchmarks/hostile_input (311k segments, a 0.5 GB table) peaked at 2.17 GB held in memory
+# and at 1.60 GB streamed (with the pool and partition reads of the same commit). Small
+# runs stay in memory, where partitioning would only add file writes.
+STREAM_DOCUMENTS_BYTES = 128 << 20
 
 
 # ----------------------------------------------------------------------------- the job
@@ -1266,31 +1363,37 @@ def ingest_to_store(
     extra["input_key"] = input_key
     extra["fingerprints"] = FINGERPRINT_KIND
     extra["rules"] = RULES_VERSION
+    streamed: BatchStream | None = None
     if paths and any(is_documents_input(p) for p in paths):
         for p in paths:
             if not p.exists():
                 raise InputError(f"input {p} does not exist; check the path")
         prepare_root(store_root)
-        frame, model, doc_extra = _documents_table(
+        docs = _documents(
             paths, store_root, embedder=embedder, language_from_path=language_from_path,
             key_columns=key_columns, skip_bad_files=skip_bad_files, root=root, quiet=quiet,
             timings=timings, detect_keys=detect_keys,
             doc_version_from_path=doc_version_from_path, limits=extract_limits,
             follow_external_symlinks=follow_external_symlinks)
-        extra.update(doc_extra)
+        model = docs.model
+        extra.update(docs.extra)
         from .source_files import file_records
 
         # Each file's size, mtime and hash: a later --update re-extracts the changed ones only.
         extra["source_files"] = file_records(
-            paths, root, frame.get_column("doc_id").cast(pl.String).unique().to_list())
+            paths, root, docs.frame.get_column("doc_id").cast(pl.String).unique().to_list())
         extra["extract_options"] = {
             "language_from_path": language_from_path,
             "key_columns": list(key_columns) if key_columns else None,
             "detect_keys": detect_keys, "doc_version_from_path": doc_version_from_path}
-        tables, paths = [frame.to_arrow()], []
-        # The Arrow table holds the segments from here on (its strings are copies of the
-        # frame's views): a second copy of a large corpus's text would stay for the whole job.
-        del frame
+        paths = []
+        if docs.table_bytes() > STREAM_DOCUMENTS_BYTES:
+            streamed = documents_stream(docs)
+        else:
+            # The Arrow table holds the segments from here on (its strings are copies of the
+            # frame's views): a second copy of a large corpus's text would stay for the job.
+            tables = [with_embeddings(docs.frame, docs.vectors[docs.inverse]).to_arrow()]
+        del docs
     else:
         refuse_embedder_for_tables(embedder)
         if paths:
@@ -1302,7 +1405,9 @@ def ingest_to_store(
     writer = StoreWriter(store_root, buckets=buckets, config=cfg, inputs=names,
                          embedding_model=model, extra=extra, indexes=builders,
                          keep_versions=keep_versions)
-    inputs: Sequence[Path] | Sequence[pa.Table] = tables if tables else paths
+    inputs: Sequence[Path] | Sequence[pa.Table] | BatchStream = \
+        streamed or (tables if tables else paths)
+    del streamed, tables  # a stream's data goes as it is partitioned
     budget = memory_budget if engine == "local" else 0  # Ray tasks read files
     sums: dict[str, float] = {}
     from . import precompile
@@ -1312,7 +1417,8 @@ def ingest_to_store(
         stack.enter_context(scratch.small_pages())  # see scratch.small_pages: faster here
         t = time.perf_counter()
         # Reading (and partitioning) files can take a while; in-memory tables are instant.
-        with progress.spinner("reading the segments", quiet=quiet or not paths):
+        with progress.spinner("reading the segments",
+                              quiet=quiet or not (paths or isinstance(inputs, BatchStream))):
             src = stack.enter_context(bucket_source(inputs, buckets, store_root, budget,
                                                     in_memory=engine == "local"))
             cache = SourceCache()

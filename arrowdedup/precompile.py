@@ -42,7 +42,7 @@ from .timings import add
 
 if TYPE_CHECKING:
     from .config import DedupConfig
-    from .job import BucketJob, BucketSource, SourceCache
+    from .job import BatchStream, BucketJob, BucketSource, SourceCache
 
 NOTE = "compiling kernels, first run only"
 STAGE = "compile"
@@ -171,11 +171,17 @@ def _hash_type(arrow_type: pa.DataType) -> None:
     xxh64(pa.array([f"doc-{i}" for i in range(JIT_MIN_ROWS)], type=arrow_type))
 
 
-def _doc_id_types(inputs: Sequence[Path] | Sequence[pa.Table]) -> tuple[int, list[pa.DataType]]:
+def _doc_id_types(inputs: Sequence[Path] | Sequence[pa.Table] | BatchStream
+                  ) -> tuple[int, list[pa.DataType]]:
     """(rows, doc_id types) of the inputs, from their metadata."""
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
+    from .job import BatchStream
+
+    if isinstance(inputs, BatchStream):
+        index = inputs.schema.get_field_index("doc_id")
+        return inputs.rows, [inputs.schema.field(index).type] if index >= 0 else []
     rows, kinds = 0, list[pa.DataType]()
     for item in inputs:
         if isinstance(item, pa.Table):
@@ -201,7 +207,8 @@ def _doc_id_types(inputs: Sequence[Path] | Sequence[pa.Table]) -> tuple[int, lis
     return rows, kinds
 
 
-def for_partition(inputs: Sequence[Path] | Sequence[pa.Table], timings: dict[str, float], *,
+def for_partition(inputs: Sequence[Path] | Sequence[pa.Table] | BatchStream,
+                  timings: dict[str, float], *,
                   quiet: bool) -> None:
     """Before the bucket of every row is computed: the jitted XXH64 for a ``doc_id`` column
     of ``JIT_MIN_ROWS`` rows or more, for each of the inputs' string types."""
@@ -391,7 +398,9 @@ def for_buckets(source: BucketSource, cache: SourceCache, job: BucketJob,
     head = _head(tables, rows)
     if not _uses_jit(rows, source.total_rows, dim, _text_bytes(head), job):
         return
-    paths = [f for f in source.files if f and not f.startswith("mem:")]
+    # Unpartitioned files only: a partition file is read whole, never gathered with pread
+    # (and its mapping, cached for the warm-up, would stay resident for the whole run).
+    paths = [] if source.partitioned else [f for f in source.files if not f.startswith("mem:")]
 
     def work() -> None:
         from .job import BucketJob

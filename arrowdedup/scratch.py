@@ -92,6 +92,11 @@ class ScratchPool:
                 buf = self._free.pop(min(fits, key=lambda i: self._free[i].nbytes))
                 self.reused += 1
             else:
+                # The free buffers are all too small for this request: they go before the
+                # new one comes, not beside it. Kept, they held the memory of a smaller
+                # bucket on top of every larger one (the two arrays of a 110k-row document
+                # under the next 150k-row one: 0.2 GB of a 1.6 GB peak).
+                self._free.clear()
                 buf = _buffer(nbytes, align)
                 self.allocated += 1
             self._lent.append(buf)

@@ -105,6 +105,39 @@ def test_identical_runs_write_identical_files(tmp_path, m2v) -> None:
     assert any(k.startswith("segments/") for k in a)
 
 
+def test_a_streamed_run_writes_the_store_of_one_held_in_memory(tmp_path, m2v, monkeypatch
+                                                               ) -> None:
+    """Documents past STREAM_DOCUMENTS_BYTES are partitioned to disk batch by batch (issue 45:
+    memory); the store is byte for byte the one an in-memory run writes, with several
+    batches per bucket and more buckets than documents."""
+    import arrowdedup.job as job_module
+
+    docs = write_docs(tmp_path / "docs")
+    for i in range(6):  # more documents than buckets below, and rows past one batch
+        (docs / f"many-{i}.md").write_text(
+            "\n\n".join(f"Paragraph {k} of part {i} says {k * 7 % 13} things." for k in range(40)),
+            encoding="utf-8")
+    monkeypatch.setattr(job_module, "PARTITION_BATCH", 50)
+    monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 1 << 40)
+    held = ingest_to_store(docs, tmp_path / "held", embedder=m2v, quiet=True, buckets=4)
+    streams: list[object] = []
+    real = job_module.documents_stream
+
+    def counted(documents):
+        streams.append(documents)
+        return real(documents)
+
+    monkeypatch.setattr(job_module, "documents_stream", counted)
+    monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 0)
+    streamed = ingest_to_store(docs, tmp_path / "streamed", embedder=m2v, quiet=True, buckets=4)
+    assert len(streams) == 1, "the second run streamed"
+    a = open_store(tmp_path / "held").manifest["files"]
+    b = open_store(tmp_path / "streamed").manifest["files"]
+    assert a == b
+    assert streamed.original_count == held.original_count > 240
+    assert not list((tmp_path / "streamed").glob(".partition-*")), "partition files removed"
+
+
 class OtherModel:
     """Another embedder of the same dimension: its vectors must not join the store."""
 

@@ -36,6 +36,22 @@ def test_a_buffer_is_lent_again_only_when_nothing_refers_to_it() -> None:
     assert c.ctypes.data % 64 == 0
 
 
+def test_free_buffers_too_small_for_a_request_are_let_go_not_kept_beside_it() -> None:
+    """A larger bucket after smaller ones does not hold the smaller ones' buffers on top of
+    its own (issue 45: peak memory of a run with documents of different sizes)."""
+    pool = scratch.ScratchPool(min_bytes=0)
+    small = [pool.empty((100, 8), np.float32) for _ in range(2)]
+    del small
+    gc.collect()
+    big = pool.empty((1000, 8), np.float32)
+    assert pool.allocated == 3 and pool.reused == 0
+    assert not pool._free, "the two small free buffers went before the large one came"
+    del big
+    gc.collect()
+    again = pool.empty((900, 8), np.float32)  # fits the large buffer: reused
+    assert pool.reused == 1 and again.shape == (900, 8)
+
+
 def test_arrays_start_where_asked_whether_fresh_or_reused() -> None:
     for min_bytes in (0, 1 << 30):  # lent from the pool, and left to NumPy
         pool = scratch.ScratchPool(min_bytes=min_bytes)
