@@ -1254,26 +1254,31 @@ def documents_stream(docs: Documents) -> BatchStream:
     takes ``docs``' data over: it is released as the stream is consumed, the caller keeps
     no reference. The batches carry exactly the schema :func:`with_embeddings` gives, so a
     streamed run writes the same store as one held in memory."""
-    table = docs.frame.to_arrow()
-    dim = docs.vectors.shape[1]
-    field = with_embeddings(docs.frame.head(0), np.zeros((0, dim), np.float32)) \
-        .to_arrow().schema.field("embedding")
-    docs.frame = docs.frame.clear()  # the Arrow table holds the segments from here on
-    schema = table.schema.append(field)
-    vectors, inverse = docs.vectors, docs.inverse
-    docs.vectors = docs.inverse = np.empty(0)
+    frame, vectors, inverse = docs.frame, docs.vectors, docs.inverse
+    docs.frame, docs.vectors, docs.inverse = frame.clear(), np.empty((0, 0)), np.empty(0)
+    dim = vectors.shape[1]
+    head = with_embeddings(frame.head(0), np.zeros((0, dim), np.float32)).to_arrow()
+    field = head.schema.field("embedding")
+    # Converted slice by slice (a whole-frame conversion held a second copy of every text
+    # beside the frame), unless a column is dictionary-encoded (a passthrough table's
+    # categorical): the partition files take one dictionary per column.
+    whole = frame.to_arrow() if any(pa.types.is_dictionary(t) for t in head.schema.types) \
+        else None
+    schema = (whole.schema if whole is not None else head.schema.remove(
+        head.schema.get_field_index("embedding"))).append(field)
 
-    def batches(table: pa.Table, vectors: np.ndarray, inverse: np.ndarray
-                ) -> Iterator[pa.RecordBatch]:
-        offset = 0
-        for batch in table.to_batches(max_chunksize=PARTITION_BATCH):
-            rows = inverse[offset: offset + batch.num_rows]
-            offset += batch.num_rows
+    def batches(frame: pl.DataFrame, whole: pa.Table | None, vectors: np.ndarray,
+                inverse: np.ndarray) -> Iterator[pa.RecordBatch]:
+        for start in range(0, frame.height, PARTITION_BATCH):
+            part = frame.slice(start, PARTITION_BATCH).to_arrow() if whole is None \
+                else whole.slice(start, PARTITION_BATCH).combine_chunks()
+            rows = inverse[start: start + part.num_rows]
             values = pa.array(vectors[rows].reshape(-1), type=field.type.value_type)
             column = pa.FixedSizeListArray.from_arrays(values, type=field.type)
-            yield pa.RecordBatch.from_arrays([*batch.columns, column], schema=schema)
+            columns = [part.column(i).combine_chunks() for i in range(part.num_columns)]
+            yield pa.RecordBatch.from_arrays([*columns, column], schema=schema)
 
-    return BatchStream(schema, batches(table, vectors, inverse), table.num_rows)
+    return BatchStream(schema, batches(frame, whole, vectors, inverse), frame.height)
 
 
 # Documents whose segments and vectors take more than this are partitioned to disk batch by

@@ -138,6 +138,31 @@ def test_a_streamed_run_writes_the_store_of_one_held_in_memory(tmp_path, m2v, mo
     assert not list((tmp_path / "streamed").glob(".partition-*")), "partition files removed"
 
 
+def test_a_streamed_run_takes_a_dictionary_column_whole(tmp_path, m2v, monkeypatch) -> None:
+    """A passthrough segments file with a categorical column streams too (its dictionary is
+    one for every batch) and writes the store an in-memory run writes."""
+    import arrowdedup.job as job_module
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pl.DataFrame({
+        "doc_id": [f"d{i % 3}" for i in range(120)],
+        "segment_id": [f"s{i}" for i in range(120)],
+        "text": [f"Line {i % 40} of the handbook says {i % 7} things." for i in range(120)],
+        "segment_type": ["paragraph"] * 120,
+        "position": pl.Series(range(120), dtype=pl.Int32),
+        "doc_type": pl.Series([["guide", "faq"][i % 2] for i in range(120)],
+                              dtype=pl.Categorical),
+    }).write_parquet(folder / "seg.parquet")
+    monkeypatch.setattr(job_module, "PARTITION_BATCH", 50)
+    monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 1 << 40)
+    ingest_to_store(folder, tmp_path / "held", embedder=m2v, quiet=True, buckets=2)
+    monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 0)
+    ingest_to_store(folder, tmp_path / "streamed", embedder=m2v, quiet=True, buckets=2)
+    assert open_store(tmp_path / "held").manifest["files"] == \
+        open_store(tmp_path / "streamed").manifest["files"]
+
+
 class OtherModel:
     """Another embedder of the same dimension: its vectors must not join the store."""
 
