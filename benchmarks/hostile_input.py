@@ -168,8 +168,10 @@ def run(quick: bool = False) -> dict[str, Any]:
             "one 10 MB CSV: 150,001 rows in one document; four large files: that CSV, an "
             "xlsx of 60,000 order records, a Markdown and a text file of about 5 MB (311k "
             "segments); the shared docs corpus: 1,812 Markdown files (71k segments).",
-            "Memory grows with the segments of a run, not only with its largest file: the "
-            "documents path holds the extracted segments and their vectors for the whole job.",
+            "Memory still grows with the segments of a run, not only with its largest file: "
+            "extraction and embedding hold every segment's text and each distinct text's "
+            "vector; the deduplication then reads partition files bucket by bucket (a run "
+            "past 128 MB of segments and vectors streams into them).",
             "RSS is summed over the process and its descendants (extraction workers), polled "
             "every 50 ms, so a peak shorter than that can be missed.",
         ],
