@@ -3,6 +3,8 @@ signature column."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import polars as pl
 import pytest
@@ -235,6 +237,27 @@ def test_stored_signatures_are_read_in_order_or_sorted():
     unsorted = pl.Series("fact_signature", [[1, 4], [9, 2, 9, 3]], dtype=pl.List(pl.UInt64))
     offsets, values = F.signature_column_arrays(unsorted)
     assert offsets.tolist() == [0, 2, 5] and values.tolist() == [1, 4, 2, 3, 9]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.lists(st.integers(0, 6), max_size=5), max_size=8),
+       skip=st.integers(0, 2))
+def test_the_numpy_order_check_reads_what_the_kernel_reads(rows, skip):
+    """The NumPy check of stored signatures gives the kernel's CSR bit for bit, for rows in
+    order (the check's copy) and out of order (the kernel's sort), sliced or not."""
+    from arrowdedup import _facts_jit
+
+    col = pl.Series("fact_signature", rows, dtype=pl.List(pl.UInt64)).slice(
+        min(skip, len(rows)))
+    offsets, values = F.signature_column_arrays(col)
+    arr = col.to_arrow()
+    raw = arr.offsets.to_numpy().astype(np.int64)
+    want = _facts_jit._sorted_unique_csr.py_func(
+        raw, np.ascontiguousarray(arr.values.to_numpy()[raw[0]:raw[-1]]))
+    assert offsets.dtype == want[0].dtype and values.dtype == want[1].dtype
+    assert offsets.tolist() == want[0].tolist() and values.tolist() == want[1].tolist()
+    assert F.rows_sorted_unique(raw, arr.values.to_numpy()[raw[0]:raw[-1]]) == all(
+        all(a < b for a, b in itertools.pairwise(r)) for r in rows[min(skip, len(rows)):])
 
 
 def test_user_signature_column_is_read_and_sorted():
