@@ -325,9 +325,18 @@ def embed_distinct(
         todo_texts = texts.take(pa.array(first[todo])).to_pylist()
         with _progress(todo.size, embedder.name, quiet) as tick:
             new = encode_batched(embedder, todo_texts, batch_size=batch_size, progress=tick)
-        vectors[todo] = new
+        del todo_texts
         if cache is not None:
             cache.add(uniq[todo], new)
+        if todo.size == uniq.size:
+            # Nothing was cached: the new vectors are the distinct ones, in first-appearance
+            # order; the rows point into them instead of being copied into sorted order (a
+            # second copy of every vector of a first run: 0.37 GB at 382k texts).
+            place = np.empty(uniq.size, dtype=np.int64)
+            place[todo] = np.arange(todo.size)
+            vectors, inverse = new, place[inverse.reshape(-1)]
+        else:
+            vectors[todo] = new
     stats = CacheStats(texts=n, unique=int(uniq.size), cached=int(found.sum()),
                        embedded=int(todo.size))
     return vectors, inverse.reshape(-1), stats

@@ -43,6 +43,10 @@ def test_repeated_texts_embed_once_and_rows_align(tmp_path) -> None:
     assert stats.to_dict() == {"texts": 5, "unique": 3, "cached": 0, "embedded": 3}
     direct = CountingEmbedder().encode(texts)
     assert np.array_equal(vectors, direct)
+    # The distinct vectors once each (a first run keeps them in first-appearance order,
+    # without a second copy), and every row pointing at its own.
+    distinct, inverse, _ = embed_cache.embed_distinct(texts, CountingEmbedder(), cache=None)
+    assert distinct.shape == (3, 8) and np.array_equal(distinct[inverse], direct)
 
 
 def test_second_run_embeds_only_new_texts(tmp_path) -> None:
