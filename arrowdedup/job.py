@@ -896,6 +896,9 @@ def _local(source: BucketSource, job: BucketJob, cache: SourceCache | None = Non
                 refill()
             if done is not None:
                 yield done
+            # Not held while the next bucket runs: a large bucket's output (its file images
+            # and kept rows, on pool buffers) stayed alive under the next one's working set.
+            done = None
 
 
 # The thread pools of a Ray worker sized to the one CPU each task reserves (``num_cpus=1``),
@@ -1453,6 +1456,7 @@ def ingest_to_store(
                 documents.append(summary.documents)
                 for key, value in summary.timings.items():
                     sums[key] = sums.get(key, 0.0) + value
+                del bucket_out, summary  # written: not held while the next bucket runs
             if not documents:  # empty corpus: an empty bucket 0, as for a whole empty result
                 done = process_bucket(src, 0, job, force=True)
                 assert done is not None
