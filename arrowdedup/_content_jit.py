@@ -1,0 +1,317 @@
+"""The jitted parts of :mod:`arrowdedup.content_words`: the word tokenizer and the pass that
+turns a row's words into its content, role and order tokens.
+
+A text column of a million segments holds ~35M words but only ~10⁵ distinct ones. So the
+words are cut and interned here (:func:`intern_words`: one pass over the UTF-8 buffer, each
+distinct (language, word) kept once in a hash table), the distinct words are classified and
+stemmed once in Python (:func:`arrowdedup.content_words._word_info`: the Polars expressions
+and Snowball stemmers that the word table of :mod:`arrowdedup.guard_detail` uses), and
+:func:`row_tokens` writes each row's signature tokens from the words' ids. Small inputs run
+this module's interpreted twin (:mod:`arrowdedup.interpreted`), which is this source run by
+Python: its integer arithmetic stays below 2⁶³ (the intern hash is 32 bits wide), so both
+give the same bits.
+
+Each function is small and compiled and cached on its own (see :mod:`arrowdedup.fact_scan`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._numba import numba
+from .fact_scan import _decode
+
+# The signature layout (:mod:`arrowdedup.content_words`): the top four bits are the kind.
+_CONTENT_KIND = np.uint64(8 << 60)
+_ROLE_KIND = np.uint64(10 << 60)
+_LOW = np.uint64((1 << 60) - 1)
+_ROLE_AFTER = np.uint64(1 << 59)
+_ROLE_PAIR_SHIFT = np.uint64(44)
+_ROLE_HASH_BITS = np.uint64((1 << 44) - 1)
+_NEGATED = np.uint64((1 << 15) - 1)
+# Word classes (content_words._FUNCTION, ...): only these two are tested here.
+_NEGATION_WORD, _ORDER_WORD = 1, 2
+# An empty slot of the intern table, and the columns of its entries.
+_EMPTY = -1
+_E_START, _E_STOP, _E_LANG, _E_HASH = 0, 1, 2, 3
+
+
+@numba.njit(inline="always")
+def _is_letter(cp: int, letters: np.ndarray) -> bool:
+    """A letter or mark of a script with case (below U+0800): ``content_words._TOKEN``'s
+    ``[\\p{L}\\p{M}&&[\\x{0}-\\x{7FF}]]``, as the regex engine's own table says."""
+    return cp < 0x800 and letters[cp] != 0
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _word_end(data: np.ndarray, i: int, e: int, letters: np.ndarray) -> int:
+    """End of the word starting at the letter at ``i``: letters, and an apostrophe (``'``,
+    ``’``) only when a letter follows it (``content_words._TOKEN``, greedy)."""
+    while i < e:
+        cp, ln = _decode(data, i, e)
+        if _is_letter(cp, letters):
+            i += ln
+        elif cp == 0x27 or cp == 0x2019:
+            if i + ln >= e:
+                return i
+            cp2, ln2 = _decode(data, i + ln, e)
+            if not _is_letter(cp2, letters):
+                return i
+            i += ln + ln2
+        else:
+            return i
+    return i
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _symbol_end(data: np.ndarray, i: int, e: int, cp: int, ln: int) -> int:
+    """End of the arrow or comparison at ``i`` (code point ``cp`` of ``ln`` bytes), or ``i``
+    when none starts there: the alternatives of ``content_words._TOKEN`` after the word, in
+    their order (``->``, ``=>``, ``→⇒⟶``, ``!=``, ``==``, ``<=``, ``>=``, ``=<>≠≤≥``)."""
+    nxt = int(data[i + 1]) if i + 1 < e else 0
+    if cp == 0x2D:  # -
+        return i + 2 if nxt == 0x3E else i
+    if cp == 0x3D:  # =
+        return i + 2 if nxt == 0x3E or nxt == 0x3D else i + 1
+    if cp == 0x21:  # !
+        return i + 2 if nxt == 0x3D else i
+    if cp == 0x3C or cp == 0x3E:  # < >
+        return i + 2 if nxt == 0x3D else i + 1
+    if cp == 0x2192 or cp == 0x21D2 or cp == 0x27F6 or cp == 0x2260 or cp == 0x2264 or \
+            cp == 0x2265:  # → ⇒ ⟶ ≠ ≤ ≥
+        return i + ln
+    return i
+
+
+@numba.njit(inline="always")
+def _hash(data: np.ndarray, s: int, e: int, lang: int) -> int:
+    """FNV-1a (32 bits) of a word's bytes and its language: the intern table's slot. Python
+    ints in the twin, int64 in Numba: the product stays below 2⁵⁷, so both agree."""
+    h = (0x811C9DC5 ^ lang) & 0xFFFFFFFF
+    for i in range(s, e):
+        h = ((h ^ int(data[i])) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+@numba.njit(inline="always")
+def _same(data: np.ndarray, s: int, e: int, arena: np.ndarray, t: int, u: int) -> bool:
+    """Are ``data[s:e]`` and ``arena[t:u]`` the same bytes?"""
+    if e - s != u - t:
+        return False
+    for k in range(e - s):
+        if data[s + k] != arena[t + k]:
+            return False
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def _grown(table: np.ndarray, entries: np.ndarray, n_entries: int) -> np.ndarray:
+    """The intern table at twice its size, the entries placed again."""
+    size = table.shape[0] * 2
+    grown = np.full(size, _EMPTY, dtype=np.int64)
+    mask = size - 1
+    for k in range(n_entries):
+        slot = entries[k, _E_HASH] & mask
+        while grown[slot] != _EMPTY:
+            slot = (slot + 1) & mask
+        grown[slot] = k
+    return grown
+
+
+@numba.njit(nogil=True, cache=True)
+def _longer(values: np.ndarray, size: int) -> np.ndarray:
+    """``values`` in a new array of ``size`` values, the rest left unset."""
+    out = np.empty(size, dtype=values.dtype)
+    out[:values.shape[0]] = values
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _taller(values: np.ndarray, size: int) -> np.ndarray:
+    """The 2-d ``values`` in a new array of ``size`` rows, the rest left unset."""
+    out = np.empty((size, values.shape[1]), dtype=values.dtype)
+    out[:values.shape[0]] = values
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _add_entry(vocab: tuple[np.ndarray, np.ndarray, np.ndarray], counts: np.ndarray,
+               data: np.ndarray, s: int, e: int, lang: int, h: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``vocab`` with the word ``data[s:e]`` of language ``lang`` as a new entry (its bytes
+    copied to the arena), grown where full."""
+    table, entries, arena = vocab
+    k = counts[0]
+    used = counts[1]
+    if k == entries.shape[0]:
+        entries = _taller(entries, 2 * k)
+    if used + e - s > arena.shape[0]:
+        arena = _longer(arena, max(2 * arena.shape[0], used + e - s))
+    arena[used:used + e - s] = data[s:e]
+    entries[k, _E_START] = used
+    entries[k, _E_STOP] = used + e - s
+    entries[k, _E_LANG] = lang
+    entries[k, _E_HASH] = h
+    counts[0] = k + 1
+    counts[1] = used + e - s
+    if 2 * (k + 1) > table.shape[0]:
+        table = _grown(table, entries, k + 1)
+    return table, entries, arena
+
+
+def new_vocabulary() -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """An empty vocabulary for :func:`intern_words`: (intern table, entries, arena of the
+    entries' bytes), and its counts (entries, arena bytes used)."""
+    return ((np.full(2048, _EMPTY, dtype=np.int64), np.empty((1024, 4), dtype=np.int64),
+             np.empty(1 << 16, dtype=np.uint8)), np.zeros(2, dtype=np.int64))
+
+
+@numba.njit(nogil=True, cache=True)
+def intern_words(offsets: np.ndarray, data: np.ndarray, lang: np.ndarray, letters: np.ndarray,
+                 vocab: tuple[np.ndarray, np.ndarray, np.ndarray], counts: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The words of each row ``r`` (``data[offsets[r]:offsets[r + 1]]``, language ``lang[r]``)
+    in text order, as ids of the distinct (language, word) entries of ``vocab``
+    (:func:`new_vocabulary`), which gains the new ones: a vocabulary carried from one call to
+    the next numbers each word once, in order of first occurrence.
+
+    Returns ``(ends, ids, vocab)``: row ``r``'s word ids are ``ids[ends[r]:ends[r + 1]]``;
+    entry ``k`` is the bytes ``arena[entries[k, 0]:entries[k, 1]]`` in language
+    ``entries[k, 2]``."""
+    n = offsets.shape[0] - 1
+    ends = np.zeros(n + 1, dtype=np.int64)
+    # A word is one byte or more, so a row holds at most its bytes in words.
+    ids = np.empty(max(offsets[n] - offsets[0], 1), dtype=np.int32)
+    table, entries, arena = vocab
+    w = 0
+    for r in range(n):
+        i, e = offsets[r], offsets[r + 1]
+        lg = lang[r]
+        while i < e:
+            b0 = int(data[i])
+            if b0 < 0x80:
+                cp, ln = b0, 1
+            else:
+                cp, ln = _decode(data, i, e)
+            if _is_letter(cp, letters):
+                j = _word_end(data, i + ln, e, letters)
+            else:
+                j = _symbol_end(data, i, e, cp, ln)
+                if j == i:
+                    i += ln
+                    continue
+            # The intern table's probe, here: a call per word cost a third of the pass.
+            h = _hash(data, i, j, lg)
+            mask = table.shape[0] - 1
+            slot = h & mask
+            while True:
+                k = table[slot]
+                if k == _EMPTY:
+                    k = counts[0]
+                    table[slot] = k
+                    table, entries, arena = _add_entry((table, entries, arena), counts, data,
+                                                       i, j, lg, h)
+                    break
+                if entries[k, _E_LANG] == lg and _same(data, i, j, arena, entries[k, _E_START],
+                                                       entries[k, _E_STOP]):
+                    break
+                slot = (slot + 1) & mask
+            ids[w] = k
+            w += 1
+            i = j
+        ends[r + 1] = w
+    return ends, ids[:w], (table, entries, arena)
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _next_content(ids: np.ndarray, lo: int, hi: int, content: np.ndarray, nxt: np.ndarray
+                  ) -> None:
+    """``nxt[i - lo]``: the first content word after word ``i`` of the row ``ids[lo:hi]``
+    (``hi`` if none)."""
+    after = hi
+    for i in range(hi - 1, lo - 1, -1):
+        nxt[i - lo] = after
+        if content[ids[i]]:
+            after = i
+
+
+@numba.njit(nogil=True, cache=True)
+def row_tokens(ends: np.ndarray, ids: np.ndarray, rows: np.ndarray, every_word: np.ndarray,
+               content: np.ndarray, content_every: np.ndarray, marked: np.ndarray,
+               klass: np.ndarray, pair: np.ndarray, stem: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The content and role tokens of each row's words (``content_words._prose_tokens``), and
+    its orders' parts, from the per-entry columns of :func:`content_words._word_info`.
+
+    A row's content words are its entries with ``content`` set (``content_every`` in a row of
+    ``every_word``). A marked word (an opposite, a negation, an order word) takes the content
+    words before and after it in its row. Returns ``(token_rows, tokens, order_rows,
+    order_parts, order_pivots)``: the rows are ``rows[r]``; an order's parts are the hashes
+    before and after it (one row of ``order_parts`` each), which
+    :func:`content_words._order_tokens` mixes."""
+    n = ends.shape[0] - 1
+    # Tokens: one per content word, at most three per marked word (two sides and a negation).
+    n_tok = 0
+    n_marked = 0
+    longest = 0
+    for r in range(n):
+        longest = max(longest, ends[r + 1] - ends[r])
+        for i in range(ends[r], ends[r + 1]):
+            if marked[ids[i]]:
+                n_marked += 1
+    n_tok = ends[n] - ends[0] + 3 * n_marked
+    tok_rows = np.empty(n_tok, dtype=np.int64)
+    tokens = np.empty(n_tok, dtype=np.uint64)
+    order_rows = np.empty(n_marked, dtype=np.int64)
+    order_parts = np.empty((n_marked, 2), dtype=np.uint64)
+    order_pivots = np.empty(n_marked, dtype=np.uint64)
+    nxt = np.empty(max(longest, 1), dtype=np.int64)
+    w = 0
+    o = 0
+    for r in range(n):
+        lo, hi = ends[r], ends[r + 1]
+        flags = content_every if every_word[r] else content
+        row = rows[r]
+        _next_content(ids, lo, hi, flags, nxt)
+        before = -1
+        for i in range(lo, hi):
+            k = ids[i]
+            if marked[k]:
+                after = nxt[i - lo]
+                h_before = stem[ids[before]] if before >= 0 else np.uint64(0)
+                h_after = stem[ids[after]] if after < hi else np.uint64(0)
+                w = _marked_tokens(klass[k], pair[k], row, h_before, h_after, after < hi,
+                                   tok_rows, tokens, w)
+                if klass[k] == _ORDER_WORD and before >= 0 and after < hi:
+                    order_rows[o] = row
+                    order_parts[o, 0] = h_before
+                    order_parts[o, 1] = h_after
+                    order_pivots[o] = stem[k]
+                    o += 1
+            if flags[k]:
+                tok_rows[w] = row
+                tokens[w] = (stem[k] & _LOW) | _CONTENT_KIND
+                w += 1
+                before = i
+    return tok_rows[:w], tokens[:w], order_rows[:o], order_parts[:o], order_pivots[:o]
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _marked_tokens(klass: int, pair: int, row: int, h_before: np.uint64, h_after: np.uint64,
+                   has_after: bool, tok_rows: np.ndarray, tokens: np.ndarray, w: int) -> int:
+    """The role tokens of one marked word, written at ``w``; returns the new end. An
+    opposite gives the content word before it and the one after it (bit 59 the side, 0 for
+    none); a negation the one after it, if any."""
+    if pair >= 0:
+        p = np.uint64(pair) << _ROLE_PAIR_SHIFT
+        tok_rows[w] = row
+        tokens[w] = _ROLE_KIND | p | (h_before & _ROLE_HASH_BITS)
+        tok_rows[w + 1] = row
+        tokens[w + 1] = _ROLE_KIND | _ROLE_AFTER | p | (h_after & _ROLE_HASH_BITS)
+        w += 2
+    if klass == _NEGATION_WORD and has_after:
+        tok_rows[w] = row
+        tokens[w] = _ROLE_KIND | _ROLE_AFTER | (_NEGATED << _ROLE_PAIR_SHIFT) | (
+            h_after & _ROLE_HASH_BITS)
+        w += 1
+    return w

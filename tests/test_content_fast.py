@@ -1,0 +1,190 @@
+"""The content tokens of the jitted tokenizer (:mod:`arrowdedup._content_jit`) and of its
+interpreted twin are those of the word table (:func:`arrowdedup.content_words.word_table`,
+Polars expressions over every word), on generated text and on every language of the shared
+corpus. The oracle below is the implementation the tokenizer replaced (issue 44, item 6),
+kept here to hold it to the same bits."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from conftest import OTEL_CONTENT, need
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arrowdedup import content_words as cw
+from arrowdedup import facts as F
+from arrowdedup import interpreted
+
+
+def _relation_facts(row: np.ndarray, content: np.ndarray, stem: np.ndarray, klass: np.ndarray,
+                    pair: np.ndarray, marked: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Role and order tokens of the marked words, from the content words beside them."""
+    n = row.shape[0]
+    index = np.arange(n)
+    last = np.maximum.accumulate(np.where(content, index, -1))
+    nxt = np.minimum.accumulate(np.where(content, index, n)[::-1])[::-1]
+    before = np.concatenate(([-1], last[:-1]))[marked]
+    after = np.concatenate((nxt[1:], [n]))[marked]
+    rows = row[marked]
+    before = np.where((before >= 0) & (row[np.maximum(before, 0)] == rows), before, -1)
+    after = np.where((after < n) & (row[np.minimum(after, n - 1)] == rows), after, -1)
+    none = np.uint64(0)
+    h_before = np.where(before >= 0, stem[np.maximum(before, 0)], none)
+    h_after = np.where(after >= 0, stem[np.maximum(after, 0)], none)
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    role = np.uint64(cw.ROLE) << np.uint64(cw.KIND_SHIFT)
+    polar = pair[marked] >= 0
+    if polar.any():
+        p = pair[marked][polar].astype(np.uint64) << np.uint64(cw.ROLE_PAIR_SHIFT)
+        for h, bit in ((h_before, 0), (h_after, 1)):
+            side = np.uint64(bit) << np.uint64(cw.ROLE_AFTER_BIT)
+            parts.append((rows[polar],
+                          role | side | p | (h[polar] & np.uint64(cw.ROLE_HASH_BITS))))
+    negated = (klass[marked] == cw._NEGATION_WORD) & (after >= 0)
+    if negated.any():
+        value = role | (np.uint64(1) << np.uint64(cw.ROLE_AFTER_BIT)) | (
+            np.uint64(cw.NEGATED) << np.uint64(cw.ROLE_PAIR_SHIFT))
+        parts.append((rows[negated], value | (h_after[negated] & np.uint64(cw.ROLE_HASH_BITS))))
+    ordered = (klass[marked] == cw._ORDER_WORD) & (before >= 0) & (after >= 0)
+    if ordered.any():
+        pivot = stem[marked][ordered]
+        forward = cw._mix(cw._mix(h_before[ordered], pivot), h_after[ordered])
+        backward = cw._mix(cw._mix(h_after[ordered], pivot), h_before[ordered])
+        low = np.uint64((1 << cw.ORDER_REVERSED_BIT) - 1)
+        kind = np.uint64(cw.ORDER) << np.uint64(cw.KIND_SHIFT)
+        parts.append((rows[ordered], kind | (forward & low)))
+        parts.append((rows[ordered],
+                      kind | np.uint64(1 << cw.ORDER_REVERSED_BIT) | (backward & low)))
+    return parts
+
+
+def oracle(text: pl.Series, segment_type: pl.Series | None, language: pl.Series | None
+           ) -> set[tuple[int, int]]:
+    """(row, token) of every prose row's content, role and order tokens, by the word table
+    (code rows are left out: both paths take them from :func:`content_words._code_facts`)."""
+    n = text.len()
+    text = text.cast(pl.String).fill_null("")
+    kinds = segment_type.cast(pl.String) if segment_type is not None else None
+    modes = F.fact_modes(kinds, n)
+    is_code = kinds.eq("code").fill_null(False).to_numpy().astype(bool) if kinds is not None \
+        else np.zeros(n, dtype=bool)
+    rows = np.flatnonzero(~is_code & (modes != F.OFF)).astype(np.int64)
+    strict = kinds.is_in(sorted(F.STRICT_TYPES)).fill_null(False).to_numpy().astype(bool) \
+        if kinds is not None else np.zeros(n, dtype=bool)
+    words = cw.word_table(text.gather(rows), cw.language_keys(language, n).gather(rows), rows,
+                          strict[rows])
+    if words.height == 0:
+        return set()
+    row = words.get_column("row").to_numpy()
+    stem = words.get_column("stem").to_numpy()
+    content = words.get_column("content").to_numpy()
+    kind = np.uint64(cw.CONTENT) << np.uint64(cw.KIND_SHIFT)
+    parts = [(row[content], (stem[content] & np.uint64(cw.LOW)) | kind)]
+    marked = np.flatnonzero(words.get_column("marked").to_numpy())
+    if marked.shape[0]:
+        parts.extend(_relation_facts(row, content, stem, words.get_column("klass").to_numpy(),
+                                     words.get_column("pair").to_numpy(), marked))
+    return {(int(r), int(v)) for rs, vs in parts for r, v in zip(rs, vs, strict=True)}
+
+
+def fast(text: pl.Series, segment_type: pl.Series | None, language: pl.Series | None
+         ) -> set[tuple[int, int]]:
+    n = text.len()
+    kinds = segment_type.cast(pl.String) if segment_type is not None else None
+    modes = F.fact_modes(kinds, n)
+    got = cw.content_facts(text, segment_type=kinds, language=language, skip=modes == F.OFF)
+    if got is None:
+        return set()
+    code = np.uint64(cw.CODE_COMMAND) << np.uint64(cw.KIND_SHIFT)
+    return {(int(r), int(v)) for r, v in zip(*got, strict=True) if v < code}
+
+
+def check(values: list[str], types: list[str | None] | None, langs: list[str | None] | None
+          ) -> None:
+    text = pl.Series(values, dtype=pl.String)
+    kinds = pl.Series(types, dtype=pl.String) if types is not None else None
+    language = pl.Series(langs, dtype=pl.String) if langs is not None else None
+    expected = oracle(text, kinds, language)
+    for kind in (interpreted.KERNEL, interpreted.TWIN):
+        with interpreted.forced(kind):
+            assert fast(text, kinds, language) == expected, kind
+
+
+# Words and marks the rules treat specially, mixed with arbitrary text.
+PIECES = [
+    "enable", "Disabled", "not", "don't", "doesn’t", "l'exportateur", "dell'agente", "Santa's",
+    "over", "than", "instead", "vs", "versus", "->", "=>", "→", "⇒", "⟶", "!=", "==", "<=", ">=",
+    "=", "<", ">", "≠", "≤", "≥", "==>", "<=>", "!==", "-->", "mode A", "ML", "Ab", "x", "I",
+    "allow-widget-type", "tool deny-x", "twenty-one", "Forty-Two", "the config.yaml file",
+    "the flag --all", "the `send` method", "file `a b`", "snake_case value", "camelCase key",
+    "<b>bold</b>", "{{< note >}}", "[link](https://x.org/a)", "> quoted", "- item", "1. step",
+    "$ make install", "# comment", "Straße", "ÉTÉ", "façade", "naïve", "ΟΔΟΣ", "Σίσυφος",
+    "İstanbul", "Жук", "не", "东京", "不", "ない", "한국어", "বাংলা", "\u0301a", "e\u0301",
+    "\x00", "\x07", "\t", "\n", "\r\n", "\u00a0", "\u200b", "\u3000", "🙂", "ſixty-one",
+    "KEY", "grey", "colour", "children", "ran", "built", "\u07fa", "\u07ff", "\u0800",
+]
+texts = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=10)), max_size=14).map(
+    lambda xs: " ".join(xs))
+TYPES = [None, "paragraph", "heading", "title", "code", "page_furniture", "table_row",
+         "list_item"]
+LANGS = [None, "en", "de", "fr-CA", "es", "pt_BR", "ru", "uk", "pl", "zh", "xx"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(texts, st.sampled_from(TYPES), st.sampled_from(LANGS)), min_size=1,
+                max_size=8))
+def test_the_tokenizer_gives_the_word_tables_tokens(rows) -> None:
+    values, types, langs = (list(x) for x in zip(*rows, strict=True))
+    check(values, types, langs)
+
+
+def test_the_tokenizer_on_every_piece_and_without_types_or_languages() -> None:
+    check(PIECES, None, None)
+    check([" ".join(PIECES)] * 3, ["paragraph", "heading", "code"], ["en", "de", "fr"])
+
+
+def test_every_letter_below_u0800_and_around_it() -> None:
+    chars = [chr(c) for c in range(1, 0x820) if not 0xD800 <= c < 0xE000]
+    words = ["a" + c + "b" for c in chars] + ["A'" + c for c in chars] + [c + "’s" for c in chars]
+    check([" ".join(words[i:i + 64]) for i in range(0, len(words), 64)], None, None)
+
+
+def corpus_pages(per_language: int = 12) -> tuple[list[str], list[str]]:
+    texts: list[str] = []
+    langs: list[str] = []
+    for folder in sorted(p for p in need(OTEL_CONTENT).iterdir() if p.is_dir()):
+        pages = sorted(folder.rglob("*.md"))[:per_language]
+        texts += [p.read_text(encoding="utf-8", errors="replace") for p in pages]
+        langs += [folder.name] * len(pages)
+    return texts, langs
+
+
+def test_the_tokenizer_on_pages_of_every_language_of_the_shared_corpus() -> None:
+    texts, langs = corpus_pages()
+    assert len(set(langs)) >= 5
+    # Whole pages, and their blocks as headings and paragraphs.
+    blocks = [b for t in texts for b in t.split("\n\n") if b.strip()]
+    block_langs = [lang for t, lang in zip(texts, langs, strict=True)
+                   for b in t.split("\n\n") if b.strip()]
+    text = pl.Series(texts + blocks, dtype=pl.String)
+    types = ["paragraph"] * len(texts) + [("heading" if b.startswith("#") else "paragraph")
+                                          for b in blocks]
+    language = pl.Series(langs + block_langs, dtype=pl.String)
+    kinds = pl.Series(types, dtype=pl.String)
+    expected = oracle(text, kinds, language)
+    assert len(expected) > 10_000
+    with interpreted.forced(interpreted.KERNEL):
+        assert fast(text, kinds, language) == expected
+
+
+def test_a_vocabulary_carried_across_pieces(monkeypatch) -> None:
+    """Pieces of the text (``CHUNK_BYTES``) share one vocabulary: words met in an earlier
+    piece keep their ids and classes."""
+    texts, langs = corpus_pages(4)
+    monkeypatch.setattr(cw, "CHUNK_BYTES", 2048)
+    text = pl.Series(texts, dtype=pl.String)
+    language = pl.Series(langs, dtype=pl.String)
+    expected = oracle(text, None, language)
+    with interpreted.forced(interpreted.KERNEL):
+        assert fast(text, None, language) == expected
