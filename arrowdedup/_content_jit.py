@@ -315,3 +315,149 @@ def _marked_tokens(klass: int, pair: int, row: int, h_before: np.uint64, h_after
             h_after & _ROLE_HASH_BITS)
         w += 1
     return w
+
+
+@numba.njit(inline="always")
+def _folded(data: np.ndarray, i: int, e: int) -> int:
+    """The character at ``i`` as ``(?i)`` compares it to an ASCII letter: the small ASCII
+    letter for a letter of either case, ``ſ`` (U+017F) and the Kelvin sign (U+212A), the
+    only other characters it takes for one (``s``, ``k``); 0 for any other character
+    outside ASCII, the byte itself for any other ASCII one."""
+    b = int(data[i])
+    if b < 0x80:
+        return b | 0x20 if 65 <= b <= 90 else b
+    if b == 0xC5 and i + 1 < e and data[i + 1] == 0xBF:
+        return 115
+    if b == 0xE2 and i + 2 < e and data[i + 1] == 0x84 and data[i + 2] == 0xAA:
+        return 107
+    return 0
+
+
+@numba.njit(inline="always")
+def _char_start(data: np.ndarray, lo: int, j: int) -> int:
+    """Start of the UTF-8 character whose last byte is at ``j`` (not before ``lo``)."""
+    while j > lo and (int(data[j]) & 0xC0) == 0x80:
+        j -= 1
+    return j
+
+
+@numba.njit(inline="always")
+def _fold(cp: int) -> int:
+    """A letter of a type noun as ``(?i)`` takes it: capitals of ASCII and Latin-1 as their
+    small letters, ``ſ`` as ``s``, the Kelvin sign as ``k`` (the only characters outside
+    ASCII that ``(?i)`` takes for an ASCII letter)."""
+    if 65 <= cp <= 90 or (0xC0 <= cp <= 0xDE and cp != 0xD7):
+        return cp + 32
+    if cp == 0x17F:
+        return 115
+    if cp == 0x212A:
+        return 107
+    return cp
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _noun_starts(data: np.ndarray, b: int, e: int, firsts: np.ndarray, forms: np.ndarray,
+                 lengths: np.ndarray) -> bool:
+    """Does a type noun (``forms``, folded, :func:`_fold`) start at ``b``? Its first two
+    characters, folded (:func:`_folded`), are looked up first (``firsts``)."""
+    c1 = _folded(data, b, e)
+    if c1 == 0 or b + 1 >= e:
+        return False
+    step = 1 if data[b] < 0x80 else (2 if data[b] < 0xE0 else 3)
+    if b + step >= e or firsts[c1, _folded(data, b + step, e)] == 0:
+        return False
+    for f in range(forms.shape[0]):
+        i = b
+        k = 0
+        while k < lengths[f] and i < e:
+            cp, ln = _decode(data, i, e)
+            if _fold(cp) != forms[f, k]:
+                break
+            i += ln
+            k += 1
+        if k == lengths[f]:
+            return True
+    return False
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _noun_ends(data: np.ndarray, p: int, a: int, lasts: np.ndarray, forms: np.ndarray,
+               lengths: np.ndarray) -> bool:
+    """Does a type noun end at ``a`` (not starting before ``p``)? Its last two characters,
+    folded (0 stands for a letter outside ASCII), are looked up first (``lasts``)."""
+    j = _char_start(data, p, a - 1)
+    if j <= p:
+        return False
+    last = _folded(data, j, a)
+    if last == 0 or lasts[_folded(data, _char_start(data, p, j - 1), j), last] == 0:
+        return False
+    for f in range(forms.shape[0]):
+        i = a
+        k = lengths[f] - 1
+        while k >= 0 and i > p:
+            c = _char_start(data, p, i - 1)
+            cp, _ = _decode(data, c, i)
+            if _fold(cp) != forms[f, k]:
+                break
+            i = c
+            k -= 1
+        if k < 0:
+            return True
+    return False
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _run_end(data: np.ndarray, i: int, e: int) -> tuple[int, bool]:
+    """End of the run of characters other than ASCII white space starting at ``i``, and
+    whether it holds what every identifier of ``content_words._IDENTIFIER`` holds: a
+    backtick, ``-``, ``.``, ``/``, ``_``, or a small ASCII letter before a capital."""
+    marker = False
+    while i < e:
+        b = data[i]
+        if b == 32 or 9 <= b <= 13:
+            return i, marker
+        if b == 45 or b == 46 or b == 47 or b == 95 or b == 96:
+            marker = True
+        elif 97 <= b <= 122 and i + 1 < e and 65 <= data[i + 1] <= 90:
+            marker = True
+        i += 1
+    return i, marker
+
+
+@numba.njit(nogil=True, cache=True)
+def typed_candidates(offsets: np.ndarray, data: np.ndarray, firsts: np.ndarray,
+                     lasts: np.ndarray, forms: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Per row: may ``content_words._TYPED`` match in it? Every match is an identifier and a
+    type noun on the two sides of a run of spaces and tabs; the identifier lies inside the
+    run of characters other than ASCII white space on its side, and holds a marker
+    (:func:`_run_end`). So a row is a candidate when two such runs with only spaces and
+    tabs between them are a marked run and one a type noun starts (:func:`_noun_starts`),
+    or one a type noun ends (:func:`_noun_ends`) and a marked run. False rows cannot match;
+    true ones are left to the regex."""
+    n = offsets.shape[0] - 1
+    out = np.zeros(n, dtype=np.bool_)
+    for r in range(n):
+        s, e = offsets[r], offsets[r + 1]
+        # The previous run, when only spaces and tabs (one or more) stand after it.
+        prev_s, prev_e, prev_marker, joined = -1, -1, False, False
+        i = s
+        while i < e:
+            b = data[i]
+            if b == 32 or b == 9:
+                joined = joined or prev_e == i
+                i += 1
+                continue
+            if 10 <= b <= 13:
+                joined = False
+                prev_e = -1
+                i += 1
+                continue
+            j, marker = _run_end(data, i, e)
+            if joined and ((prev_marker and _noun_starts(data, i, j, firsts, forms, lengths))
+                           or (marker and _noun_ends(data, prev_s, prev_e, lasts, forms,
+                                                     lengths))):
+                out[r] = True
+                break
+            prev_s, prev_e, prev_marker, joined = i, j, marker, False
+            i = j
+    return out

@@ -225,13 +225,59 @@ _TYPE_NOUN_WORDS = ("file", "flag", "option", "command", "parameter", "variable"
                     "commande")
 
 
+# Every word _TYPE_NOUN matches (in some letter case).
+_TYPE_NOUN_FORMS = (
+    "file", "files", "flag", "flags", "option", "options", "command", "commands", "parameter",
+    "parameters", "variable", "variables", "function", "functions", "method", "methods",
+    "class", "classes", "field", "fields", "key", "keys", "setting", "settings", "property",
+    "properties", "attribute", "attributes", "directory", "directories", "folder", "folders",
+    "module", "modules", "package", "packages", "library", "libraries", "endpoint",
+    "endpoints", "argument", "arguments", "value", "values", "fil", "fichier", "archivo",
+    "arquivo", "opción", "opção", "comando", "commande")
+
+
+@functools.cache
+def _type_nouns() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The type nouns for :func:`arrowdedup._content_jit.typed_candidates`: ``firsts[a, b]``
+    and ``lasts[a, b]`` set for the ASCII codes of a noun's first two and last two characters
+    (0 for a letter outside ASCII), and the nouns' code points (a row each) and lengths."""
+    firsts = np.zeros((128, 128), dtype=np.uint8)
+    lasts = np.zeros((128, 128), dtype=np.uint8)
+
+    def code(c: str) -> int:
+        return ord(c) if c.isascii() else 0
+
+    longest = max(len(form) for form in _TYPE_NOUN_FORMS)
+    forms = np.zeros((len(_TYPE_NOUN_FORMS), longest), dtype=np.int64)
+    lengths = np.array([len(form) for form in _TYPE_NOUN_FORMS], dtype=np.int64)
+    for f, form in enumerate(_TYPE_NOUN_FORMS):
+        firsts[code(form[0]), code(form[1])] = 1
+        lasts[code(form[-2]), code(form[-1])] = 1
+        forms[f, :len(form)] = [ord(c) for c in form]
+    return firsts, lasts, forms, lengths
+
+
 def strip_layout(text: pl.Series) -> pl.Series:
     """``text`` without layout (markers, markup) and without the nouns that only name an
     identifier's kind: what a reader reads."""
     for pattern, literals in _LAYOUT:
         text = _replace_where(text, text.str.contains_any(list(literals)), pattern, " ")
-    nouns = text.str.contains_any(list(_TYPE_NOUN_WORDS), ascii_case_insensitive=True)
-    return _replace_where(text, nouns, _TYPED, "${i1}${i2}")
+    # The typed pattern is the slow one: it runs only where an identifier and a type noun
+    # may stand side by side (a jitted pass over the bytes), and a type noun's letters are
+    # there.
+    offsets, data = _buffers(text.to_arrow())
+    with interpreted.quiet():
+        maybe = _tokenizer(int(offsets[-1] - offsets[0])).typed_candidates(
+            offsets, data, *_type_nouns())
+    rows = np.flatnonzero(maybe)
+    if rows.shape[0] == 0:
+        return text
+    nouns = text.gather(rows).str.contains_any(list(_TYPE_NOUN_WORDS),
+                                               ascii_case_insensitive=True)
+    rows = rows[nouns.fill_null(False).to_numpy()]
+    if rows.shape[0] == 0:
+        return text
+    return text.scatter(rows, text.gather(rows).str.replace_all(_TYPED, "${i1}${i2}"))
 
 
 def _replace_where(text: pl.Series, mask: pl.Series, pattern: str, by: str) -> pl.Series:
