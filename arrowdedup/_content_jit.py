@@ -34,6 +34,9 @@ _NEGATION_WORD, _ORDER_WORD = 1, 2
 # An empty slot of the intern table, and the columns of its entries.
 _EMPTY = -1
 _E_START, _E_STOP, _E_LANG, _E_HASH = 0, 1, 2, 3
+# A row is interned in sections of this many bytes: words that start in one are at most this
+# many, which bounds the intern table's growth before the section (a 100 MB row included).
+_SECTION = 1 << 16
 
 
 @numba.njit(inline="always")
@@ -94,6 +97,20 @@ def _hash(data: np.ndarray, s: int, e: int, lang: int) -> int:
 
 
 @numba.njit(inline="always")
+def _ascii_word(data: np.ndarray, i: int, e: int, letters: np.ndarray, lang: int
+                ) -> tuple[int, int]:
+    """End of the run of ASCII letters at ``i``, and its :func:`_hash` (the common word)."""
+    h = (0x811C9DC5 ^ lang) & 0xFFFFFFFF
+    while i < e:
+        b = int(data[i])
+        if b >= 0x80 or letters[b] == 0:
+            break
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+        i += 1
+    return i, h
+
+
+@numba.njit(inline="always")
 def _same(data: np.ndarray, s: int, e: int, arena: np.ndarray, t: int, u: int) -> bool:
     """Are ``data[s:e]`` and ``arena[t:u]`` the same bytes?"""
     if e - s != u - t:
@@ -105,9 +122,8 @@ def _same(data: np.ndarray, s: int, e: int, arena: np.ndarray, t: int, u: int) -
 
 
 @numba.njit(nogil=True, cache=True)
-def _grown(table: np.ndarray, entries: np.ndarray, n_entries: int) -> np.ndarray:
-    """The intern table at twice its size, the entries placed again."""
-    size = table.shape[0] * 2
+def _grown(table: np.ndarray, entries: np.ndarray, n_entries: int, size: int) -> np.ndarray:
+    """The intern table at ``size`` slots (a power of two), the entries placed again."""
     grown = np.full(size, _EMPTY, dtype=np.int64)
     mask = size - 1
     for k in range(n_entries):
@@ -135,27 +151,21 @@ def _taller(values: np.ndarray, size: int) -> np.ndarray:
 
 
 @numba.njit(nogil=True, cache=True)
-def _add_entry(vocab: tuple[np.ndarray, np.ndarray, np.ndarray], counts: np.ndarray,
-               data: np.ndarray, s: int, e: int, lang: int, h: int
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``vocab`` with the word ``data[s:e]`` of language ``lang`` as a new entry (its bytes
-    copied to the arena), grown where full."""
+def _reserve(vocab: tuple[np.ndarray, np.ndarray, np.ndarray], counts: np.ndarray, more: int,
+             more_bytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``vocab`` grown, where needed, to take ``more`` new entries of ``more_bytes`` bytes
+    in all, so that no array moves while a row is read."""
     table, entries, arena = vocab
     k = counts[0]
-    used = counts[1]
-    if k == entries.shape[0]:
-        entries = _taller(entries, 2 * k)
-    if used + e - s > arena.shape[0]:
-        arena = _longer(arena, max(2 * arena.shape[0], used + e - s))
-    arena[used:used + e - s] = data[s:e]
-    entries[k, _E_START] = used
-    entries[k, _E_STOP] = used + e - s
-    entries[k, _E_LANG] = lang
-    entries[k, _E_HASH] = h
-    counts[0] = k + 1
-    counts[1] = used + e - s
-    if 2 * (k + 1) > table.shape[0]:
-        table = _grown(table, entries, k + 1)
+    if k + more > entries.shape[0]:
+        entries = _taller(entries, max(2 * entries.shape[0], k + more))
+    if counts[1] + more_bytes > arena.shape[0]:
+        arena = _longer(arena, max(2 * arena.shape[0], counts[1] + more_bytes))
+    if 2 * (k + more) > table.shape[0]:
+        size = table.shape[0]
+        while 2 * (k + more) > size:
+            size *= 2
+        table = _grown(table, entries, k, size)
     return table, entries, arena
 
 
@@ -182,13 +192,40 @@ def intern_words(offsets: np.ndarray, data: np.ndarray, lang: np.ndarray, letter
     ends = np.zeros(n + 1, dtype=np.int64)
     # A word is one byte or more, so a row holds at most its bytes in words.
     ids = np.empty(max(offsets[n] - offsets[0], 1), dtype=np.int32)
-    table, entries, arena = vocab
     w = 0
     for r in range(n):
         i, e = offsets[r], offsets[r + 1]
         lg = lang[r]
         while i < e:
-            b0 = int(data[i])
+            # The vocabulary grows between rows (or between sections of a long row), not
+            # word by word: the probe's arrays stay put while a row is read.
+            vocab = _reserve(vocab, counts, min(e - i, _SECTION), e - i)
+            i, w = _intern_row(data, i, e, lg, letters, vocab, counts, ids, w)
+        ends[r + 1] = w
+    return ends, ids[:w], vocab
+
+
+@numba.njit(nogil=True, cache=True)
+def _intern_row(data: np.ndarray, i: int, e: int, lg: int, letters: np.ndarray,
+                vocab: tuple[np.ndarray, np.ndarray, np.ndarray], counts: np.ndarray,
+                ids: np.ndarray, w: int) -> tuple[int, int]:
+    """:func:`intern_words` of the row ``data[i:e]`` from ``i`` on: its word ids written from
+    ``w`` on. Stops before a word that starts :data:`_SECTION` bytes on or more (the
+    vocabulary has room for that many new words, :func:`_reserve`); returns where it
+    stopped and the new end of ``ids``."""
+    table, entries, arena = vocab
+    mask = table.shape[0] - 1
+    stop = i + _SECTION
+    while i < e and i < stop:
+        b0 = int(data[i])
+        if b0 < 0x80 and letters[b0] != 0:
+            # An ASCII word is cut and hashed in one loop; one that goes on past ASCII
+            # (a letter outside it, an apostrophe) is cut again by the full rule.
+            j, h = _ascii_word(data, i, e, letters, lg)
+            if j < e and (data[j] >= 0x80 or data[j] == 0x27):
+                j = _word_end(data, j, e, letters)
+                h = _hash(data, i, j, lg)
+        else:
             if b0 < 0x80:
                 cp, ln = b0, 1
             else:
@@ -200,27 +237,31 @@ def intern_words(offsets: np.ndarray, data: np.ndarray, lang: np.ndarray, letter
                 if j == i:
                     i += ln
                     continue
-            # The intern table's probe, here: a call per word cost a third of the pass.
             h = _hash(data, i, j, lg)
-            mask = table.shape[0] - 1
-            slot = h & mask
-            while True:
-                k = table[slot]
-                if k == _EMPTY:
-                    k = counts[0]
-                    table[slot] = k
-                    table, entries, arena = _add_entry((table, entries, arena), counts, data,
-                                                       i, j, lg, h)
-                    break
-                if entries[k, _E_LANG] == lg and _same(data, i, j, arena, entries[k, _E_START],
-                                                       entries[k, _E_STOP]):
-                    break
-                slot = (slot + 1) & mask
-            ids[w] = k
-            w += 1
-            i = j
-        ends[r + 1] = w
-    return ends, ids[:w], (table, entries, arena)
+        # The intern table's probe, here: a call per word cost a third of the pass.
+        slot = h & mask
+        while True:
+            k = table[slot]
+            if k == _EMPTY:
+                k = counts[0]
+                table[slot] = k
+                used = counts[1]
+                arena[used:used + j - i] = data[i:j]
+                entries[k, _E_START] = used
+                entries[k, _E_STOP] = used + j - i
+                entries[k, _E_LANG] = lg
+                entries[k, _E_HASH] = h
+                counts[0] = k + 1
+                counts[1] = used + j - i
+                break
+            if entries[k, _E_LANG] == lg and _same(data, i, j, arena, entries[k, _E_START],
+                                                   entries[k, _E_STOP]):
+                break
+            slot = (slot + 1) & mask
+        ids[w] = k
+        w += 1
+        i = j
+    return i, w
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
