@@ -408,6 +408,8 @@ def _noun_starts(data: np.ndarray, b: int, e: int, firsts: np.ndarray, forms: np
     if b + step >= e or firsts[c1, _folded(data, b + step, e)] == 0:
         return False
     for f in range(forms.shape[0]):
+        if forms[f, 0] != c1:
+            continue  # most forms, at the first letter
         i = b
         k = 0
         while k < lengths[f] and i < e:
@@ -433,6 +435,8 @@ def _noun_ends(data: np.ndarray, p: int, a: int, lasts: np.ndarray, forms: np.nd
     if last == 0 or lasts[_folded(data, _char_start(data, p, j - 1), j), last] == 0:
         return False
     for f in range(forms.shape[0]):
+        if forms[f, lengths[f] - 1] != last:
+            continue  # most forms, at the last letter (always ASCII)
         i = a
         k = lengths[f] - 1
         while k >= 0 and i > p:
@@ -447,6 +451,19 @@ def _noun_ends(data: np.ndarray, p: int, a: int, lasts: np.ndarray, forms: np.nd
     return False
 
 
+def _run_classes() -> np.ndarray:
+    """What :func:`_run_end` needs of a byte: 0 nothing, 1 ASCII white space (ends a run), 2
+    a marker of an identifier, 3 a small ASCII letter (a marker before a capital)."""
+    table = np.zeros(256, dtype=np.uint8)
+    table[[9, 10, 11, 12, 13, 32]] = 1
+    table[[ord(c) for c in "-./_`"]] = 2
+    table[97:123] = 3
+    return table
+
+
+_RUN = _run_classes()
+
+
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _run_end(data: np.ndarray, i: int, e: int) -> tuple[int, bool]:
     """End of the run of characters other than ASCII white space starting at ``i``, and
@@ -454,12 +471,10 @@ def _run_end(data: np.ndarray, i: int, e: int) -> tuple[int, bool]:
     backtick, ``-``, ``.``, ``/``, ``_``, or a small ASCII letter before a capital."""
     marker = False
     while i < e:
-        b = data[i]
-        if b == 32 or 9 <= b <= 13:
+        c = _RUN[data[i]]
+        if c == 1:
             return i, marker
-        if b == 45 or b == 46 or b == 47 or b == 95 or b == 96:
-            marker = True
-        elif 97 <= b <= 122 and i + 1 < e and 65 <= data[i + 1] <= 90:
+        if c == 2 or (c == 3 and i + 1 < e and 65 <= data[i + 1] <= 90):
             marker = True
         i += 1
     return i, marker
