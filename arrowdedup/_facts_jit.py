@@ -44,26 +44,69 @@ def _sorted_unique_csr(offsets: np.ndarray, values: np.ndarray
 @numba.njit(nogil=True, cache=True)
 def _merge_csr(offsets: np.ndarray, values: np.ndarray, extra_offsets: np.ndarray,
                extra_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row ``r`` of the CSR ``(offsets, values)`` joined with row ``r`` of the extras, each
-    row sorted and unique: one copy of the values, a sort only where a row gained facts."""
+    """Row ``r`` of the CSR ``(offsets, values)`` (each row sorted and unique) joined with
+    row ``r`` of the extras, each row sorted and unique: one copy of the values; where a
+    row gained facts, its extras are sorted (:func:`_sort_unique`) and merged with it."""
     n = offsets.shape[0] - 1
     base = offsets[0]
     total = offsets[n] - base + extra_values.shape[0]
     out = np.empty(total, dtype=np.uint64)
     ends = np.zeros(n + 1, dtype=np.int64)
+    most = 0
+    for r in range(n):
+        most = max(most, extra_offsets[r + 1] - extra_offsets[r])
+    scratch = np.empty(max(most, 1), dtype=np.uint64)
     w = 0
     for r in range(n):
-        lo = w
-        for i in range(offsets[r] - base, offsets[r + 1] - base):
-            out[w] = values[i]
-            w += 1
-        if extra_offsets[r + 1] > extra_offsets[r]:
-            for i in range(extra_offsets[r], extra_offsets[r + 1]):
-                out[w] = extra_values[i]
-                w += 1
-            w = _sort_unique(out, lo, w)
+        k = 0
+        for i in range(extra_offsets[r], extra_offsets[r + 1]):
+            scratch[k] = extra_values[i]
+            k += 1
+        if k > 0:
+            k = _sort_unique(scratch, 0, k)
+        w = _merge_sorted(values, offsets[r] - base, offsets[r + 1] - base, scratch, k, out, w)
         ends[r + 1] = w
     return ends, out[:w]
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _merge_sorted(values: np.ndarray, lo: int, hi: int, extra: np.ndarray, k: int,
+                  out: np.ndarray, w: int) -> int:
+    """The sorted, unique ``values[lo:hi]`` and ``extra[:k]`` merged into ``out`` from ``w``
+    on, each value once; returns the new end."""
+    i = lo
+    j = 0
+    while i < hi or j < k:
+        if j >= k or (i < hi and values[i] < extra[j]):
+            x = values[i]
+            i += 1
+        elif i >= hi or extra[j] < values[i]:
+            x = extra[j]
+            j += 1
+        else:
+            x = values[i]
+            i += 1
+            j += 1
+        out[w] = x
+        w += 1
+    return w
+
+
+@numba.njit(nogil=True, cache=True)
+def _by_row(rows: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (offsets, values) of the (row, value) pairs, rows ``0..n-1``: each row's values in
+    their order in ``values`` (a stable counting sort by row)."""
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    for r in rows:
+        offsets[r + 1] += 1
+    for r in range(n):
+        offsets[r + 1] += offsets[r]
+    at = offsets[:n].copy()
+    out = np.empty(values.shape[0], dtype=np.uint64)
+    for i in range(rows.shape[0]):
+        out[at[rows[i]]] = values[i]
+        at[rows[i]] += 1
+    return offsets, out
 
 
 @numba.njit(nogil=True, cache=True, inline="always")

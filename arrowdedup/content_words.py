@@ -636,5 +636,5 @@ def content_facts(text: pl.Series, *, segment_type: pl.Series | None,
     parts = [p for p in parts if p[0].shape[0]]
     if not parts:
         return None
-    return (np.concatenate([p[0] for p in parts]).astype(np.int64),
-            np.concatenate([p[1] for p in parts]).astype(np.uint64))
+    return (np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False),
+            np.concatenate([p[1] for p in parts]).astype(np.uint64, copy=False))
