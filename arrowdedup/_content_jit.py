@@ -37,6 +37,8 @@ _E_START, _E_STOP, _E_LANG, _E_HASH = 0, 1, 2, 3
 # A row is interned in sections of this many bytes: words that start in one are at most this
 # many, which bounds the intern table's growth before the section (a 100 MB row included).
 _SECTION = 1 << 16
+# New entries an intern table takes before it must grow (it grows when half full).
+_TABLE_SLACK = 1024
 
 
 @numba.njit(inline="always")
@@ -154,18 +156,18 @@ def _taller(values: np.ndarray, size: int) -> np.ndarray:
 def _reserve(vocab: tuple[np.ndarray, np.ndarray, np.ndarray], counts: np.ndarray, more: int,
              more_bytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``vocab`` grown, where needed, to take ``more`` new entries of ``more_bytes`` bytes
-    in all, so that no array moves while a row is read."""
+    in all, and its intern table to be at most half full with :data:`_TABLE_SLACK` more, so
+    that no array moves while a row is read."""
     table, entries, arena = vocab
     k = counts[0]
     if k + more > entries.shape[0]:
         entries = _taller(entries, max(2 * entries.shape[0], k + more))
     if counts[1] + more_bytes > arena.shape[0]:
         arena = _longer(arena, max(2 * arena.shape[0], counts[1] + more_bytes))
-    if 2 * (k + more) > table.shape[0]:
-        size = table.shape[0]
-        while 2 * (k + more) > size:
-            size *= 2
-        table = _grown(table, entries, k, size)
+    if 2 * (k + _TABLE_SLACK) > table.shape[0]:
+        # Half full at most (:func:`_intern_row` stops there): a larger table reached for a
+        # long row's worst case would leave the cache.
+        table = _grown(table, entries, k, 2 * table.shape[0])
     return table, entries, arena
 
 
@@ -212,9 +214,10 @@ def _intern_row(data: np.ndarray, i: int, e: int, lg: int, letters: np.ndarray,
     """:func:`intern_words` of the row ``data[i:e]`` from ``i`` on: its word ids written from
     ``w`` on. Stops before a word that starts :data:`_SECTION` bytes on or more (the
     vocabulary has room for that many new words, :func:`_reserve`); returns where it
-    stopped and the new end of ``ids``."""
+    stopped and the new end of ``ids``. Stops too once the intern table is half full."""
     table, entries, arena = vocab
     mask = table.shape[0] - 1
+    full = table.shape[0] // 2
     stop = i + _SECTION
     while i < e and i < stop:
         b0 = int(data[i])
@@ -253,6 +256,8 @@ def _intern_row(data: np.ndarray, i: int, e: int, lg: int, letters: np.ndarray,
                 entries[k, _E_HASH] = h
                 counts[0] = k + 1
                 counts[1] = used + j - i
+                if k + 1 >= full:
+                    stop = 0  # the table must grow before the next word
                 break
             if entries[k, _E_LANG] == lg and _same(data, i, j, arena, entries[k, _E_START],
                                                    entries[k, _E_STOP]):
