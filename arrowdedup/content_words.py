@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import itertools
 import types
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -597,12 +598,32 @@ def language_keys(language: pl.Series | None, n: int) -> pl.Series:
     ).to_series().alias("lang")
 
 
+_JITTED = "arrowdedup._content_jit"
+
+
+def _in_threads(read: Callable[[list[np.ndarray]], list[tuple[np.ndarray, np.ndarray]]],
+                pieces: list[np.ndarray], threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``read`` of the pieces in ``threads`` runs of consecutive pieces, each in a thread of
+    its own (the jitted passes release the GIL), each with its own vocabulary; the parts in
+    piece order, whatever the thread count."""
+    groups = [g.tolist() for g in np.array_split(np.arange(len(pieces)), min(threads,
+                                                                               len(pieces)))]
+    runs = [[pieces[i] for i in g] for g in groups if g]
+    if len(runs) <= 1:
+        return read(pieces)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        return [part for done in pool.map(read, runs) for part in done]
+
+
 def content_facts(text: pl.Series, *, segment_type: pl.Series | None,
-                  language: pl.Series | None, skip: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, np.ndarray] | None:
+                  language: pl.Series | None, skip: np.ndarray | None = None,
+                  threads: int = 2) -> tuple[np.ndarray, np.ndarray] | None:
     """(row, value) of every content-coverage token of ``text``; None when there is none.
 
-    ``skip`` (bool per row) marks rows that need none (unguarded segment types).
+    ``skip`` (bool per row) marks rows that need none (unguarded segment types). Pieces of
+    the prose are read in up to ``threads`` threads (the result does not depend on it).
     """
     n = text.len()
     if n == 0:
@@ -628,11 +649,16 @@ def content_facts(text: pl.Series, *, segment_type: pl.Series | None,
         sizes = text.gather(prose_rows).str.len_bytes().fill_null(0).to_numpy()
         piece = np.cumsum(sizes) // CHUNK_BYTES
         lang = langs.cast(pl.Enum(list(_LANGUAGES))).to_physical().to_numpy().astype(np.int64)
-        vocabulary = _Vocabulary(_tokenizer(int(sizes.sum())))
-        for start, stop in _runs(piece):
-            rows = prose_rows[start:stop]
-            parts.extend(_prose_facts(text.gather(rows), lang[rows], rows.astype(np.int64),
-                                      strict[rows], vocabulary))
+        kernel = _tokenizer(int(sizes.sum()))
+        pieces = [prose_rows[start:stop] for start, stop in _runs(piece)]
+
+        def read(group: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+            vocabulary = _Vocabulary(kernel)
+            return [part for rows in group for part in _prose_facts(
+                text.gather(rows), lang[rows], rows.astype(np.int64), strict[rows],
+                vocabulary)]
+
+        parts.extend(_in_threads(read, pieces, threads if kernel.__name__ == _JITTED else 1))
     parts = [p for p in parts if p[0].shape[0]]
     if not parts:
         return None

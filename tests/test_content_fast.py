@@ -268,3 +268,16 @@ def test_extra_facts_join_each_row_sorted_and_unique(seed: int, n: int) -> None:
                                                 *guard._by_row(extra_rows, extra, n))
         for r in range(n):
             np.testing.assert_array_equal(got[got_offsets[r]:got_offsets[r + 1]], expected[r])
+
+
+def test_the_thread_count_does_not_change_the_tokens(monkeypatch) -> None:
+    texts, langs = corpus_pages(3)
+    monkeypatch.setattr(cw, "CHUNK_BYTES", 4096)
+    text = pl.Series(texts, dtype=pl.String)
+    language = pl.Series(langs, dtype=pl.String)
+    with interpreted.forced(interpreted.KERNEL):
+        runs = [cw.content_facts(text, segment_type=None, language=language, threads=t)
+                for t in (1, 2, 3)]
+    for rows, values in runs[1:]:
+        np.testing.assert_array_equal(rows, runs[0][0])
+        np.testing.assert_array_equal(values, runs[0][1])
