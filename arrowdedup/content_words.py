@@ -625,9 +625,22 @@ def content_facts(text: pl.Series, *, segment_type: pl.Series | None,
     ``skip`` (bool per row) marks rows that need none (unguarded segment types). Pieces of
     the prose are read in up to ``threads`` threads (the result does not depend on it).
     """
+    parts = content_parts(text, segment_type=segment_type, language=language, skip=skip,
+                          threads=threads)
+    if not parts:
+        return None
+    return (np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False),
+            np.concatenate([p[1] for p in parts]).astype(np.uint64, copy=False))
+
+
+def content_parts(text: pl.Series, *, segment_type: pl.Series | None,
+                  language: pl.Series | None, skip: np.ndarray | None = None,
+                  threads: int = 2) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`content_facts` as the (rows, values) parts it joins, none of them empty (the
+    signatures join them with the scanner's facts without a copy of their own)."""
     n = text.len()
     if n == 0:
-        return None
+        return []
     text = text.cast(pl.String).fill_null("")
     kinds = segment_type.cast(pl.String) if segment_type is not None else None
     is_code = (kinds.eq("code").fill_null(False).to_numpy().astype(bool)
@@ -659,8 +672,4 @@ def content_facts(text: pl.Series, *, segment_type: pl.Series | None,
                 vocabulary)]
 
         parts.extend(_in_threads(read, pieces, threads if kernel.__name__ == _JITTED else 1))
-    parts = [p for p in parts if p[0].shape[0]]
-    if not parts:
-        return None
-    return (np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False),
-            np.concatenate([p[1] for p in parts]).astype(np.uint64, copy=False))
+    return [p for p in parts if p[0].shape[0]]

@@ -528,12 +528,11 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     if kinds is not None:
         ends, values = _heading_names_as_mentions(ends, values, kinds)
     modes = fact_modes(kinds, n)
-    from .content_words import content_facts
+    from .content_words import content_parts
 
     extra = [part for part in (_cell_facts(offsets, data, kinds, scanner),
-                               _term_facts(code_terms, n),
-                               content_facts(text, segment_type=kinds, language=language,
-                                             skip=modes == OFF)) if part is not None]
+                               _term_facts(code_terms, n)) if part is not None]
+    extra += content_parts(text, segment_type=kinds, language=language, skip=modes == OFF)
     if not extra:
         return ends, values  # type: ignore[no-any-return]
     return _with_facts(ends, values, n, extra)
