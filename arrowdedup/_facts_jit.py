@@ -93,20 +93,21 @@ def _merge_sorted(values: np.ndarray, lo: int, hi: int, extra: np.ndarray, k: in
 
 
 @numba.njit(nogil=True, cache=True)
-def _by_row(rows: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """CSR (offsets, values) of the (row, value) pairs, rows ``0..n-1``: each row's values in
-    their order in ``values`` (a stable counting sort by row)."""
-    offsets = np.zeros(n + 1, dtype=np.int64)
+def _count_rows(rows: np.ndarray, offsets: np.ndarray) -> None:
+    """Add each row's count of ``rows`` to ``offsets[row + 1]`` (a counting sort's first
+    pass: :func:`_place` is its second)."""
     for r in rows:
         offsets[r + 1] += 1
-    for r in range(n):
-        offsets[r + 1] += offsets[r]
-    at = offsets[:n].copy()
-    out = np.empty(values.shape[0], dtype=np.uint64)
+
+
+@numba.njit(nogil=True, cache=True)
+def _place(rows: np.ndarray, values: np.ndarray, at: np.ndarray, out: np.ndarray) -> None:
+    """Write each value at its row's next place (``at[row]``, advanced): the (row, value)
+    pairs grouped by row, in their order (a stable counting sort's second pass)."""
     for i in range(rows.shape[0]):
-        out[at[rows[i]]] = values[i]
-        at[rows[i]] += 1
-    return offsets, out
+        r = rows[i]
+        out[at[r]] = values[i]
+        at[r] += 1
 
 
 @numba.njit(nogil=True, cache=True, inline="always")

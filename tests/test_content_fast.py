@@ -249,10 +249,9 @@ def test_strip_layout_of_the_shared_corpus() -> None:
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 30))
 def test_extra_facts_join_each_row_sorted_and_unique(seed: int, n: int) -> None:
-    """``facts._with_facts``: the extras grouped by row (``_by_row``) and merged into the
-    scanner's sorted rows (``_merge_csr``), kernel and twin, as a sort of each row would."""
-    from arrowdedup import _facts_jit
-
+    """``facts._with_facts``: the extras grouped by row (``_count_rows``, ``_place``) and
+    merged into the scanner's sorted rows (``_merge_csr``), kernel and twin, as a sort of
+    each row would."""
     rng = np.random.default_rng(seed)
     pool = rng.integers(0, 2**64 - 1, 12, dtype=np.uint64, endpoint=True)
     rows = [np.unique(rng.choice(pool, rng.integers(0, 6))) for _ in range(n)]
@@ -262,10 +261,11 @@ def test_extra_facts_join_each_row_sorted_and_unique(seed: int, n: int) -> None:
     extra_rows = rng.integers(0, n, m).astype(np.int64)
     extra = rng.choice(pool, m).astype(np.uint64)
     expected = [np.unique(np.concatenate((rows[r], extra[extra_rows == r]))) for r in range(n)]
-    for guard in (_facts_jit, interpreted.twin("arrowdedup._facts_jit")):
-        with interpreted.quiet():
-            got_offsets, got = guard._merge_csr(offsets, values,
-                                                *guard._by_row(extra_rows, extra, n))
+    half = m // 2
+    parts = [(extra_rows[:half], extra[:half]), (extra_rows[half:], extra[half:])]
+    for kind in (interpreted.KERNEL, interpreted.TWIN):
+        with interpreted.forced(kind):
+            got_offsets, got = F._with_facts(offsets, values, n, parts)
         for r in range(n):
             np.testing.assert_array_equal(got[got_offsets[r]:got_offsets[r + 1]], expected[r])
 
