@@ -34,6 +34,16 @@ All of it is computed once per segment, with the facts, and stored in the ``fact
 column, so every decision path (the Numba kernel, its NumPy twin, the blocked kernel, both LSH
 methods, retrieval's cross-document dedup) applies the same rule by the same check
 (:func:`arrowdedup._facts_jit.conflict`), and retrieval reads it from the store.
+
+How the prose tokens are computed (:func:`content_parts`; issue 44, item 6: a million
+segments hold ~3·10⁷ words but only ~10⁵ distinct ones): layout is stripped by the patterns
+of :func:`strip_layout`; a jitted tokenizer (:mod:`arrowdedup._content_jit`) cuts the words
+:data:`_TOKEN` matches and numbers each distinct (language, word) once; each distinct word is
+classified and stemmed once, in Python (:func:`_word_info`: function words, synonyms,
+Snowball stems, by the rules of :func:`word_table`); a jitted pass writes each row's content,
+role and order tokens from the words' numbers. :func:`word_table`, which keeps every word as
+a string, serves :mod:`arrowdedup.guard_detail` (the words a refusal names), and the tests
+hold the fast path to it bit for bit.
 """
 
 from __future__ import annotations
