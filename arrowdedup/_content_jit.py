@@ -522,3 +522,49 @@ def typed_candidates(offsets: np.ndarray, data: np.ndarray, firsts: np.ndarray,
             prev_s, prev_e, prev_marker, joined = i, j, marker, False
             i = j
     return out
+
+
+@numba.njit(inline="always")
+def _list_marker_at(data: np.ndarray, i: int, e: int) -> bool:
+    """May ``facts._LIST_MARKER`` match at the line start ``i``: white space and tabs, then
+    ``-``, ``*``, ``+`` or ``•``, or one to three digits (any character outside ASCII may
+    be one, for ``\\d``) and ``.`` or ``)``, then a space or a tab?"""
+    while i < e and (data[i] == 32 or data[i] == 9):
+        i += 1
+    if i >= e:
+        return False
+    b = data[i]
+    if b == 45 or b == 42 or b == 43:
+        i += 1
+    elif b == 0xE2 and i + 2 < e and data[i + 1] == 0x80 and data[i + 2] == 0xA2:
+        i += 3
+    else:
+        digits = 0
+        while i < e and digits < 3 and (48 <= data[i] <= 57 or data[i] >= 0x80):
+            i += 1
+            while i < e and (int(data[i]) & 0xC0) == 0x80:
+                i += 1
+            digits += 1
+        if digits == 0 or i >= e or (data[i] != 46 and data[i] != 41):
+            return False
+        i += 1
+    return i < e and (data[i] == 32 or data[i] == 9)
+
+
+@numba.njit(nogil=True, cache=True)
+def list_marker_candidates(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """Per row: may ``facts._LIST_MARKER`` (multi-line: a line's start) match in it? False
+    rows cannot match (:func:`_list_marker_at` at each line start); true ones are left to
+    the regex."""
+    n = offsets.shape[0] - 1
+    out = np.zeros(n, dtype=np.bool_)
+    for r in range(n):
+        s, e = offsets[r], offsets[r + 1]
+        if _list_marker_at(data, s, e):
+            out[r] = True
+            continue
+        for i in range(s, e):
+            if data[i] == 10 and _list_marker_at(data, i + 1, e):
+                out[r] = True
+                break
+    return out

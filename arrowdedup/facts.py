@@ -546,13 +546,22 @@ _LIST_MARKER = r"(?m)^[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+"
 def _without_layout(text: pl.Series, code: np.ndarray) -> pl.Series:
     """``text`` with list markers at line starts and markup (:data:`content_words.MARKUP`)
     removed, except in code: what the scanner reads."""
-    from .content_words import MARKUP
+    from .content_words import MARKUP, _tokenizer
 
-    layout = f"{_LIST_MARKER}|{MARKUP}"
-    marked = text.str.contains(layout).fill_null(False).to_numpy() & ~code
-    if not marked.any():
+    # The regex runs only where it may match: a line that may start with a list marker
+    # (a jitted pass), or markup's first characters ("{{", "<").
+    offsets, data = _buffers(text.to_arrow())
+    with interpreted.quiet():
+        maybe = _tokenizer(int(offsets[-1] - offsets[0])).list_marker_candidates(offsets, data)
+    maybe |= text.str.contains_any(["{{", "<"]).fill_null(False).to_numpy()
+    maybe &= ~code
+    rows = np.flatnonzero(maybe)
+    if rows.shape[0] == 0:
         return text
-    rows = np.flatnonzero(marked)
+    layout = f"{_LIST_MARKER}|{MARKUP}"
+    rows = rows[text.gather(rows).str.contains(layout).fill_null(False).to_numpy()]
+    if rows.shape[0] == 0:
+        return text
     return text.scatter(rows, text.gather(rows).str.replace_all(_LIST_MARKER, "")
                         .str.replace_all(MARKUP, " "))
 

@@ -281,3 +281,45 @@ def test_the_thread_count_does_not_change_the_tokens(monkeypatch) -> None:
     for rows, values in runs[1:]:
         np.testing.assert_array_equal(rows, runs[0][0])
         np.testing.assert_array_equal(values, runs[0][1])
+
+
+def old_without_layout(text: pl.Series, code: np.ndarray) -> pl.Series:
+    """``facts._without_layout`` as it was before its regex ran only on candidate rows."""
+    layout = f"{F._LIST_MARKER}|{cw.MARKUP}"
+    marked = text.str.contains(layout).fill_null(False).to_numpy() & ~code
+    if not marked.any():
+        return text
+    rows = np.flatnonzero(marked)
+    return text.scatter(rows, text.gather(rows).str.replace_all(F._LIST_MARKER, "")
+                        .str.replace_all(cw.MARKUP, " "))
+
+
+MARKERS = ["- ", "-\t", "* ", "+ ", "• ", "•\t", "1. ", "12) ", "123. ", "1234. ", "٣. ",
+           "१२) ", "a. ", "1.", "-", " ", "\t", "  - ", "\n", "\r\n", "<b>", "</i>", "{{< x >}}",
+           "{{% y %}}", "<dir>", "x", "word", "2.5", "•", "‣ "]
+marked_texts = st.lists(st.one_of(st.sampled_from(MARKERS), st.text(max_size=4)),
+                        max_size=14).map("".join)
+
+
+def check_without_layout(values: list[str | None], code: list[bool]) -> None:
+    text = pl.Series(values, dtype=pl.String)
+    flags = np.array(code, dtype=bool)
+    expected = old_without_layout(text.clone(), flags).to_list()
+    for kind in (interpreted.KERNEL, interpreted.TWIN):
+        with interpreted.forced(kind):
+            assert F._without_layout(text.clone(), flags).to_list() == expected, kind
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), marked_texts), st.booleans()), min_size=1,
+                max_size=6))
+def test_without_layout_runs_its_regex_wherever_it_matches(rows) -> None:
+    values, code = (list(x) for x in zip(*rows, strict=True))
+    check_without_layout(values, code)
+
+
+def test_without_layout_of_the_shared_corpus() -> None:
+    texts, _ = corpus_pages()
+    blocks = [b for t in texts for b in t.split("\n\n") if b.strip()]
+    values = texts + blocks + [a + b + c for a in MARKERS for b in MARKERS for c in ("x", "")]
+    check_without_layout(values, [False] * len(values))
