@@ -657,18 +657,39 @@ def content_parts(text: pl.Series, *, segment_type: pl.Series | None,
                if kinds is not None else np.zeros(n, dtype=bool))
     wanted = np.ones(n, dtype=bool) if skip is None else ~skip
     langs = language_keys(language, n)
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
     code_rows = np.flatnonzero(is_code & wanted)
-    if code_rows.shape[0]:
-        parts.extend(_code_facts(text.gather(code_rows), code_rows.astype(np.int64)))
     prose_rows = np.flatnonzero(~is_code & wanted)
+    if code_rows.shape[0] == 0:
+        return _prose_parts(text, kinds, langs, prose_rows, threads)
+
+    def code() -> list[tuple[np.ndarray, np.ndarray]]:
+        return _code_facts(text.gather(code_rows), code_rows.astype(np.int64))
+
+    if threads < 2 or prose_rows.shape[0] == 0 or n < 4096:
+        return [p for p in code() if p[0].shape[0]] + _prose_parts(text, kinds, langs,
+                                                                     prose_rows, threads)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # The code lines (Polars expressions, which release the GIL) beside the prose.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        coded = pool.submit(code)
+        prose = _prose_parts(text, kinds, langs, prose_rows, threads)
+        return [p for p in coded.result() if p[0].shape[0]] + prose
+
+
+def _prose_parts(text: pl.Series, kinds: pl.Series | None, langs: pl.Series,
+                 prose_rows: np.ndarray, threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`content_parts` of the prose rows ``prose_rows`` of ``text``."""
+    n = text.len()
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
     if prose_rows.shape[0]:
         # Headings and titles (the guard's strict types) compare every word, both ways.
         strict = (kinds.is_in(sorted(facts.STRICT_TYPES)).fill_null(False).to_numpy().astype(bool)
                   if kinds is not None else np.zeros(n, dtype=bool))
         # In pieces of at most CHUNK_BYTES of text: a piece's word ids and tokens cost up to
         # ~20 bytes a byte of text, so memory stays bounded whatever the input (a 100 MB table
-        # file included). The pieces share one vocabulary: each word is classified once.
+        # file included). The pieces a thread reads share one vocabulary: each word is
+        # classified once a thread.
         sizes = text.gather(prose_rows).str.len_bytes().fill_null(0).to_numpy()
         piece = np.cumsum(sizes) // CHUNK_BYTES
         lang = langs.cast(pl.Enum(list(_LANGUAGES))).to_physical().to_numpy().astype(np.int64)
