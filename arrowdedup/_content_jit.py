@@ -230,6 +230,9 @@ def _intern_row(data: np.ndarray, i: int, e: int, lg: int, letters: np.ndarray,
                 h = _hash(data, i, j, lg)
         else:
             if b0 < 0x80:
+                if b0 != 0x2D and b0 != 0x3D and b0 != 0x21 and b0 != 0x3C and b0 != 0x3E:
+                    i += 1  # white space and most punctuation: no word, no symbol
+                    continue
                 cp, ln = b0, 1
             else:
                 cp, ln = _decode(data, i, e)
