@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._numba import numba
-from .fact_scan import _decode
+from .fact_scan import _decode, _sort_unique
 
 # The signature layout (:mod:`arrowdedup.content_words`): the top four bits are the kind.
 _CONTENT_KIND = np.uint64(8 << 60)
@@ -295,7 +295,8 @@ def row_tokens(ends: np.ndarray, ids: np.ndarray, rows: np.ndarray, every_word: 
     A row's content words are its entries with ``content`` set (``content_every`` in a row of
     ``every_word``). A marked word (an opposite, a negation, an order word) takes the content
     words before and after it in its row. Returns ``(token_rows, tokens, order_rows,
-    order_parts, order_pivots)``: the rows are ``rows[r]``; an order's parts are the hashes
+    order_parts, order_pivots)``: the rows are ``rows[r]``, each row's tokens sorted and
+    unique, in row order; an order's parts are the hashes
     before and after it (one row of ``order_parts`` each), which
     :func:`content_words._order_tokens` mixes."""
     n = ends.shape[0] - 1
@@ -323,6 +324,7 @@ def row_tokens(ends: np.ndarray, ids: np.ndarray, rows: np.ndarray, every_word: 
         row = rows[r]
         _next_content(ids, lo, hi, flags, nxt)
         before = -1
+        first = w
         for i in range(lo, hi):
             k = ids[i]
             if marked[k]:
@@ -342,6 +344,9 @@ def row_tokens(ends: np.ndarray, ids: np.ndarray, rows: np.ndarray, every_word: 
                 tokens[w] = (stem[k] & _LOW) | _CONTENT_KIND
                 w += 1
                 before = i
+        # Each row's tokens sorted and unique here, in the reading threads: the join with
+        # the scanner's facts (facts._with_facts) then merges sorted runs.
+        w = _sort_unique(tokens, first, w)
     return tok_rows[:w], tokens[:w], order_rows[:o], order_parts[:o], order_pivots[:o]
 
 
