@@ -323,3 +323,19 @@ def test_without_layout_of_the_shared_corpus() -> None:
     blocks = [b for t in texts for b in t.split("\n\n") if b.strip()]
     values = texts + blocks + [a + b + c for a in MARKERS for b in MARKERS for c in ("x", "")]
     check_without_layout(values, [False] * len(values))
+
+
+def test_a_row_longer_than_a_section_with_more_words_than_the_table_holds() -> None:
+    """One row past ``_content_jit._SECTION`` bytes whose distinct words pass the intern
+    table's first sizes: the row is read in sections, the table grows between them."""
+    from arrowdedup import _content_jit
+
+    letters = "abcdefghijklmnopqrstuvwxyzéàçñ"
+    words = ["".join(letters[i // len(letters) ** k % len(letters)] for k in range(4))
+             for i in range(30_000)]
+    row = " ".join(w if i % 7 else f"not {w} -> {w.upper()}" for i, w in enumerate(words))
+    assert len(row.encode()) > 2 * _content_jit._SECTION
+    text = pl.Series([row, "the same words: " + row[:5000], ""], dtype=pl.String)
+    expected = oracle(text, None, None)
+    with interpreted.forced(interpreted.KERNEL):
+        assert fast(text, None, None) == expected
