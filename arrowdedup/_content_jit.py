@@ -1,7 +1,10 @@
-"""The jitted parts of :mod:`arrowdedup.content_words`: the word tokenizer and the pass that
-turns a row's words into its content, role and order tokens.
+"""The jitted parts of :mod:`arrowdedup.content_words`: the word tokenizer, the pass that
+turns a row's words into its content, role and order tokens, and the passes that say which
+rows a layout regex may change (:func:`typed_candidates` for ``content_words._TYPED``,
+:func:`list_marker_candidates` for ``facts._LIST_MARKER``: those regexes cost more than the
+rest of the content pass on every row, and run only where these passes say they may match).
 
-A text column of a million segments holds ~35M words but only ~10⁵ distinct ones. So the
+A text column of a million segments holds ~2.5·10⁷ words but only ~10⁵ distinct ones. So the
 words are cut and interned here (:func:`intern_words`: one pass over the UTF-8 buffer, each
 distinct (language, word) kept once in a hash table), the distinct words are classified and
 stemmed once in Python (:func:`arrowdedup.content_words._word_info`: the Polars expressions

@@ -36,7 +36,7 @@ methods, retrieval's cross-document dedup) applies the same rule by the same che
 (:func:`arrowdedup._facts_jit.conflict`), and retrieval reads it from the store.
 
 How the prose tokens are computed (:func:`content_parts`; issue 44, item 6: a million
-segments hold ~3·10⁷ words but only ~10⁵ distinct ones): layout is stripped by the patterns
+segments hold ~2.5·10⁷ words but only ~10⁵ distinct ones): layout is stripped by the patterns
 of :func:`strip_layout`; a jitted tokenizer (:mod:`arrowdedup._content_jit`) cuts the words
 :data:`_TOKEN` matches and numbers each distinct (language, word) once; each distinct word is
 classified and stemmed once, in Python (:func:`_word_info`: function words, synonyms,
