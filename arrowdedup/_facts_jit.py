@@ -44,26 +44,70 @@ def _sorted_unique_csr(offsets: np.ndarray, values: np.ndarray
 @numba.njit(nogil=True, cache=True)
 def _merge_csr(offsets: np.ndarray, values: np.ndarray, extra_offsets: np.ndarray,
                extra_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row ``r`` of the CSR ``(offsets, values)`` joined with row ``r`` of the extras, each
-    row sorted and unique: one copy of the values, a sort only where a row gained facts."""
+    """Row ``r`` of the CSR ``(offsets, values)`` (each row sorted and unique) joined with
+    row ``r`` of the extras, each row sorted and unique: one copy of the values; where a
+    row gained facts, its extras are sorted (:func:`_sort_unique`) and merged with it."""
     n = offsets.shape[0] - 1
     base = offsets[0]
     total = offsets[n] - base + extra_values.shape[0]
     out = np.empty(total, dtype=np.uint64)
     ends = np.zeros(n + 1, dtype=np.int64)
+    most = 0
+    for r in range(n):
+        most = max(most, extra_offsets[r + 1] - extra_offsets[r])
+    scratch = np.empty(max(most, 1), dtype=np.uint64)
     w = 0
     for r in range(n):
-        lo = w
-        for i in range(offsets[r] - base, offsets[r + 1] - base):
-            out[w] = values[i]
-            w += 1
-        if extra_offsets[r + 1] > extra_offsets[r]:
-            for i in range(extra_offsets[r], extra_offsets[r + 1]):
-                out[w] = extra_values[i]
-                w += 1
-            w = _sort_unique(out, lo, w)
+        k = 0
+        for i in range(extra_offsets[r], extra_offsets[r + 1]):
+            scratch[k] = extra_values[i]
+            k += 1
+        if k > 0:
+            k = _sort_unique(scratch, 0, k)
+        w = _merge_sorted(values, offsets[r] - base, offsets[r + 1] - base, scratch, k, out, w)
         ends[r + 1] = w
     return ends, out[:w]
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _merge_sorted(values: np.ndarray, lo: int, hi: int, extra: np.ndarray, k: int,
+                  out: np.ndarray, w: int) -> int:
+    """The sorted, unique ``values[lo:hi]`` and ``extra[:k]`` merged into ``out`` from ``w``
+    on, each value once; returns the new end."""
+    i = lo
+    j = 0
+    while i < hi or j < k:
+        if j >= k or (i < hi and values[i] < extra[j]):
+            x = values[i]
+            i += 1
+        elif i >= hi or extra[j] < values[i]:
+            x = extra[j]
+            j += 1
+        else:
+            x = values[i]
+            i += 1
+            j += 1
+        out[w] = x
+        w += 1
+    return w
+
+
+@numba.njit(nogil=True, cache=True)
+def _count_rows(rows: np.ndarray, offsets: np.ndarray) -> None:
+    """Add each row's count of ``rows`` to ``offsets[row + 1]`` (a counting sort's first
+    pass: :func:`_place` is its second)."""
+    for r in rows:
+        offsets[r + 1] += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _place(rows: np.ndarray, values: np.ndarray, at: np.ndarray, out: np.ndarray) -> None:
+    """Write each value at its row's next place (``at[row]``, advanced): the (row, value)
+    pairs grouped by row, in their order (a stable counting sort's second pass)."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        out[at[r]] = values[i]
+        at[r] += 1
 
 
 @numba.njit(nogil=True, cache=True, inline="always")

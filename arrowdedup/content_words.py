@@ -34,18 +34,31 @@ All of it is computed once per segment, with the facts, and stored in the ``fact
 column, so every decision path (the Numba kernel, its NumPy twin, the blocked kernel, both LSH
 methods, retrieval's cross-document dedup) applies the same rule by the same check
 (:func:`arrowdedup._facts_jit.conflict`), and retrieval reads it from the store.
+
+How the prose tokens are computed (:func:`content_parts`; issue 44, item 6: a million
+segments hold ~2.5·10⁷ words but only ~10⁵ distinct ones): layout is stripped by the patterns
+of :func:`strip_layout`; a jitted tokenizer (:mod:`arrowdedup._content_jit`) cuts the words
+:data:`_TOKEN` matches and numbers each distinct (language, word) once; each distinct word is
+classified and stemmed once, in Python (:func:`_word_info`: function words, synonyms,
+Snowball stems, by the rules of :func:`word_table`); a jitted pass writes each row's content,
+role and order tokens from the words' numbers. :func:`word_table`, which keeps every word as
+a string, serves :mod:`arrowdedup.guard_detail` (the words a refusal names), and the tests
+hold the fast path to it bit for bit.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import types
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
 
-from . import facts
+from . import facts, interpreted
 from .function_words import BY_LANGUAGE, DEFAULT_LANGUAGE
+from .hashing import _buffers
 
 # Kinds of the signature beyond the facts (top four bits of a value; see facts.KIND_NAMES).
 CONTENT, ROLE, ORDER, CODE_COMMAND, CODE_NOTE = 8, 10, 11, 13, 14
@@ -223,13 +236,59 @@ _TYPE_NOUN_WORDS = ("file", "flag", "option", "command", "parameter", "variable"
                     "commande")
 
 
+# Every word _TYPE_NOUN matches (in some letter case).
+_TYPE_NOUN_FORMS = (
+    "file", "files", "flag", "flags", "option", "options", "command", "commands", "parameter",
+    "parameters", "variable", "variables", "function", "functions", "method", "methods",
+    "class", "classes", "field", "fields", "key", "keys", "setting", "settings", "property",
+    "properties", "attribute", "attributes", "directory", "directories", "folder", "folders",
+    "module", "modules", "package", "packages", "library", "libraries", "endpoint",
+    "endpoints", "argument", "arguments", "value", "values", "fil", "fichier", "archivo",
+    "arquivo", "opción", "opção", "comando", "commande")
+
+
+@functools.cache
+def _type_nouns() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The type nouns for :func:`arrowdedup._content_jit.typed_candidates`: ``firsts[a, b]``
+    and ``lasts[a, b]`` set for the ASCII codes of a noun's first two and last two characters
+    (0 for a letter outside ASCII), and the nouns' code points (a row each) and lengths."""
+    firsts = np.zeros((128, 128), dtype=np.uint8)
+    lasts = np.zeros((128, 128), dtype=np.uint8)
+
+    def code(c: str) -> int:
+        return ord(c) if c.isascii() else 0
+
+    longest = max(len(form) for form in _TYPE_NOUN_FORMS)
+    forms = np.zeros((len(_TYPE_NOUN_FORMS), longest), dtype=np.int64)
+    lengths = np.array([len(form) for form in _TYPE_NOUN_FORMS], dtype=np.int64)
+    for f, form in enumerate(_TYPE_NOUN_FORMS):
+        firsts[code(form[0]), code(form[1])] = 1
+        lasts[code(form[-2]), code(form[-1])] = 1
+        forms[f, :len(form)] = [ord(c) for c in form]
+    return firsts, lasts, forms, lengths
+
+
 def strip_layout(text: pl.Series) -> pl.Series:
     """``text`` without layout (markers, markup) and without the nouns that only name an
     identifier's kind: what a reader reads."""
     for pattern, literals in _LAYOUT:
         text = _replace_where(text, text.str.contains_any(list(literals)), pattern, " ")
-    nouns = text.str.contains_any(list(_TYPE_NOUN_WORDS), ascii_case_insensitive=True)
-    return _replace_where(text, nouns, _TYPED, "${i1}${i2}")
+    # The typed pattern is the slow one: it runs only where an identifier and a type noun
+    # may stand side by side (a jitted pass over the bytes), and a type noun's letters are
+    # there.
+    offsets, data = _buffers(text.to_arrow())
+    with interpreted.quiet():
+        maybe = _tokenizer(int(offsets[-1] - offsets[0])).typed_candidates(
+            offsets, data, *_type_nouns())
+    rows = np.flatnonzero(maybe)
+    if rows.shape[0] == 0:
+        return text
+    nouns = text.gather(rows).str.contains_any(list(_TYPE_NOUN_WORDS),
+                                               ascii_case_insensitive=True)
+    rows = rows[nouns.fill_null(False).to_numpy()]
+    if rows.shape[0] == 0:
+        return text
+    return text.scatter(rows, text.gather(rows).str.replace_all(_TYPED, "${i1}${i2}"))
 
 
 def _replace_where(text: pl.Series, mask: pl.Series, pattern: str, by: str) -> pl.Series:
@@ -271,16 +330,37 @@ def _words_of(text: pl.Series, lang: pl.Series, rows: np.ndarray) -> pl.DataFram
     frame = frame.select(
         "row", "lang", tok=pl.col("text").str.extract_all(_TOKEN)
     ).explode("tok").drop_nulls("tok")
-    frame = frame.with_columns(low=pl.col("tok").str.to_lowercase().replace(_COMPARISONS))
-    quoted = frame.get_column("low").str.contains_any(["'", "’"])
+    return frame.with_columns(low=_lowered(frame.get_column("tok")))
+
+
+def _lowered(tok: pl.Series) -> pl.Series:
+    """Each token as the word lists know it: lower case, a comparison in one spelling, a
+    contracted negation as "not", without an elided article or a possessive."""
+    low = tok.str.to_lowercase().replace(_COMPARISONS)
+    quoted = low.str.contains_any(["'", "’"])
     rows_q = np.flatnonzero(quoted.to_numpy())
     if rows_q.shape[0] == 0:
-        return frame
-    low = frame.get_column("low").gather(rows_q)
+        return low
+    few = low.gather(rows_q)
     fixed = pl.select(
-        pl.when(low.str.contains(_NEGATED_CONTRACTION)).then(pl.lit("not"))
-        .otherwise(low.str.replace(_ELISION, "").str.replace(_POSSESSIVE, ""))).to_series()
-    return frame.with_columns(frame.get_column("low").scatter(rows_q, fixed))
+        pl.when(few.str.contains(_NEGATED_CONTRACTION)).then(pl.lit("not"))
+        .otherwise(few.str.replace(_ELISION, "").str.replace(_POSSESSIVE, ""))).to_series()
+    return low.scatter(rows_q, fixed)
+
+
+def _short_words(tok: pl.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per token: a single character, a label (a single capital or comparison: "mode A"),
+    a two-letter acronym ("ML")."""
+    length = tok.str.len_chars().to_numpy()
+    single = length == 1
+    label = np.zeros(length.shape[0], dtype=bool)
+    acronym = np.zeros(length.shape[0], dtype=bool)
+    short = np.flatnonzero(length <= 2)
+    if short.shape[0]:
+        few = tok.gather(short)
+        label[short] = few.str.contains(r"^[\p{Lu}=<>]$").to_numpy()
+        acronym[short] = few.str.contains(r"^\p{Lu}\p{Lu}$").to_numpy()
+    return single, label, acronym
 
 
 def _classify(words: list[str], langs: list[str]
@@ -348,19 +428,10 @@ def word_table(text: pl.Series, lang: pl.Series, rows: np.ndarray,
     frame = frame.join(info, on=["lang", "low"], how="left", maintain_order="left")
     klass = frame.get_column("klass").to_numpy()
     pair = frame.get_column("pair").to_numpy()
-    tok = frame.get_column("tok")
     # A single character is content only as a capital (a label: "mode A") or a comparison; a
     # two-letter acronym ("ML") is left to the facts (they start at three letters), so that an
     # abbreviation and its expansion ("machine learning") are the same content.
-    length = tok.str.len_chars().to_numpy()
-    single = length == 1
-    label = np.zeros(length.shape[0], dtype=bool)
-    acronym = np.zeros(length.shape[0], dtype=bool)
-    short = np.flatnonzero(length <= 2)
-    if short.shape[0]:
-        few = tok.gather(short)
-        label[short] = few.str.contains(r"^[\p{Lu}=<>]$").to_numpy()
-        acronym[short] = few.str.contains(r"^\p{Lu}\p{Lu}$").to_numpy()
+    single, label, acronym = _short_words(frame.get_column("tok"))
     content = (klass == _CONTENT_WORD) & (~single | label) & ~acronym
     if every_word is not None and every_word.any():
         position = np.searchsorted(rows, frame.get_column("row").to_numpy())
@@ -371,63 +442,91 @@ def word_table(text: pl.Series, lang: pl.Series, rows: np.ndarray,
     )
 
 
-def _prose_facts(text: pl.Series, lang: pl.Series, rows: np.ndarray, every_word: np.ndarray
-                 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    words = word_table(text, lang, rows, every_word)
-    if words.height == 0:
+@functools.cache
+def _letters() -> np.ndarray:
+    """uint8 per code point below U+0800: 1 for a letter or mark (``\\p{L}``, ``\\p{M}``), as
+    the regex engine that ran :data:`_TOKEN` says (its Unicode tables, not Python's)."""
+    chars = pl.Series([chr(c) for c in range(0x800)], dtype=pl.String)
+    return chars.str.contains(r"^[\p{L}\p{M}]$").to_numpy().astype(np.uint8)
+
+
+# The function-word lists' languages, as the tokenizer numbers them.
+_LANGUAGES = tuple(sorted(BY_LANGUAGE))
+
+
+def _word_info(words: list[str], langs: list[str]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct (word, language), for :func:`arrowdedup._content_jit.row_tokens`: whether
+    it is content (in a row of prose, and in a row where every word counts: a heading),
+    whether it is marked (an opposite, negation or order word, whose place counts), its
+    class, its opposite's ``pair << 1 | side`` (-1 if none) and its stem's hash. The rules
+    of :func:`word_table`, applied to each distinct word once."""
+    tok = pl.Series(words, dtype=pl.String)
+    klass, pair, stem = _classify(_lowered(tok).to_list(), langs)
+    single, label, acronym = _short_words(tok)
+    content = (klass == _CONTENT_WORD) & (~single | label) & ~acronym
+    content_every = content | ((klass != _NEGATION_WORD) & ~acronym)
+    marked = (pair >= 0) | (klass == _NEGATION_WORD) | (klass == _ORDER_WORD)
+    return content, content_every, marked, klass, pair, stem
+
+
+class _Vocabulary:
+    """The distinct words met so far by one :func:`content_facts` call, and what each is: the
+    tokenizer's intern table (:func:`arrowdedup._content_jit.intern_words`) and the columns
+    of :func:`_word_info`, which grow as pieces of the text bring new words."""
+
+    def __init__(self, kernel: types.ModuleType) -> None:
+        self.kernel = kernel
+        self.state, self.counts = kernel.new_vocabulary()
+        self.info: list[np.ndarray] = [np.empty(0, dtype=t) for t in
+                                       (bool, bool, bool, np.int8, np.int64, np.uint64)]
+
+    def words(self, text: pl.Series, lang: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The word ids of each text (CSR: ends, ids), the new words classified."""
+        offsets, data = _buffers(text.to_arrow())
+        known = int(self.counts[0])
+        ends, ids, self.state = self.kernel.intern_words(offsets, data, lang, _letters(),
+                                                         self.state, self.counts)
+        total = int(self.counts[0])
+        if total > known:
+            _, entries, arena = self.state
+            raw = arena[:int(self.counts[1])].tobytes()
+            new = entries[known:total]
+            words = [raw[a:b].decode() for a, b in zip(new[:, 0].tolist(), new[:, 1].tolist(),
+                                                        strict=True)]
+            info = _word_info(words, [_LANGUAGES[x] for x in new[:, 2].tolist()])
+            self.info = [np.concatenate((old, part)) for old, part in
+                         zip(self.info, info, strict=True)]
+        return ends, ids
+
+
+def _prose_facts(text: pl.Series, lang: np.ndarray, rows: np.ndarray, every_word: np.ndarray,
+                 vocabulary: _Vocabulary) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(row, token) of the content, role and order tokens of the prose ``text`` (row
+    ``rows[i]``, language ``_LANGUAGES[lang[i]]``)."""
+    ends, ids = vocabulary.words(strip_layout(text.fill_null("")), lang)
+    if ids.shape[0] == 0:
         return []
-    row = words.get_column("row").to_numpy()
-    stem = words.get_column("stem").to_numpy()
-    content = words.get_column("content").to_numpy()
-    kind = np.uint64(CONTENT) << np.uint64(KIND_SHIFT)
-    parts = [(row[content], (stem[content] & np.uint64(LOW)) | kind)]
-    marked = np.flatnonzero(words.get_column("marked").to_numpy())
-    if marked.shape[0]:
-        parts.extend(_relation_facts(row, content, stem, words.get_column("klass").to_numpy(),
-                                     words.get_column("pair").to_numpy(), marked))
+    with interpreted.quiet():
+        tok_rows, tokens, order_rows, sides, pivots = vocabulary.kernel.row_tokens(
+            ends, ids, rows, every_word, *vocabulary.info)
+    parts = [(tok_rows, tokens)]
+    if order_rows.shape[0]:
+        parts.extend(_order_tokens(order_rows, sides[:, 0], pivots, sides[:, 1]))
     return parts
 
 
-def _relation_facts(row: np.ndarray, content: np.ndarray, stem: np.ndarray, klass: np.ndarray,
-                    pair: np.ndarray, marked: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Role and order tokens of the marked words, from the content words beside them."""
-    n = row.shape[0]
-    index = np.arange(n)
-    last = np.maximum.accumulate(np.where(content, index, -1))
-    nxt = np.minimum.accumulate(np.where(content, index, n)[::-1])[::-1]
-    before = np.concatenate(([-1], last[:-1]))[marked]
-    after = np.concatenate((nxt[1:], [n]))[marked]
-    rows = row[marked]
-    before = np.where((before >= 0) & (row[np.maximum(before, 0)] == rows), before, -1)
-    after = np.where((after < n) & (row[np.minimum(after, n - 1)] == rows), after, -1)
-    none = np.uint64(0)
-    h_before = np.where(before >= 0, stem[np.maximum(before, 0)], none)
-    h_after = np.where(after >= 0, stem[np.maximum(after, 0)], none)
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
-    role = np.uint64(ROLE) << np.uint64(KIND_SHIFT)
-    polar = pair[marked] >= 0
-    if polar.any():
-        p = pair[marked][polar].astype(np.uint64) << np.uint64(ROLE_PAIR_SHIFT)
-        for h, bit in ((h_before, 0), (h_after, 1)):
-            side = np.uint64(bit) << np.uint64(ROLE_AFTER_BIT)
-            parts.append((rows[polar], role | side | p | (h[polar] & np.uint64(ROLE_HASH_BITS))))
-    # A negation with nothing after it says where it stands by nothing.
-    negated = (klass[marked] == _NEGATION_WORD) & (after >= 0)
-    if negated.any():
-        value = role | (np.uint64(1) << np.uint64(ROLE_AFTER_BIT)) | (
-            np.uint64(NEGATED) << np.uint64(ROLE_PAIR_SHIFT))
-        parts.append((rows[negated], value | (h_after[negated] & np.uint64(ROLE_HASH_BITS))))
-    ordered = (klass[marked] == _ORDER_WORD) & (before >= 0) & (after >= 0)
-    if ordered.any():
-        pivot = stem[marked][ordered]
-        forward = _mix(_mix(h_before[ordered], pivot), h_after[ordered])
-        backward = _mix(_mix(h_after[ordered], pivot), h_before[ordered])
-        low = np.uint64((1 << ORDER_REVERSED_BIT) - 1)
-        kind = np.uint64(ORDER) << np.uint64(KIND_SHIFT)
-        parts.append((rows[ordered], kind | (forward & low)))
-        parts.append((rows[ordered],
-                      kind | np.uint64(1 << ORDER_REVERSED_BIT) | (backward & low)))
-    return parts
+def _order_tokens(rows: np.ndarray, before: np.ndarray, pivot: np.ndarray, after: np.ndarray
+                  ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The order tokens of order words (``pivot``, the hash of their canonical form) between
+    the content words hashed ``before`` and ``after``: the relation, and the reversed one
+    (bit 59) that a representative may not state."""
+    forward = _mix(_mix(before, pivot), after)
+    backward = _mix(_mix(after, pivot), before)
+    low = np.uint64((1 << ORDER_REVERSED_BIT) - 1)
+    kind = np.uint64(ORDER) << np.uint64(KIND_SHIFT)
+    return [(rows, kind | (forward & low)),
+            (rows, kind | np.uint64(1 << ORDER_REVERSED_BIT) | (backward & low))]
 
 
 # Code: comment lines and prompts (SPEC §2, "Code is compared by line").
@@ -482,6 +581,14 @@ def _code_facts(text: pl.Series, rows: np.ndarray) -> list[tuple[np.ndarray, np.
 CHUNK_BYTES = 8 << 20
 
 
+def _tokenizer(size: int) -> types.ModuleType:
+    """:mod:`arrowdedup._content_jit` for ``size`` bytes of prose, or its interpreted twin:
+    the fact scanner's bound (:data:`arrowdedup.facts.TWIN_MAX_BYTES`; the tokenizer's twin
+    reads ~1 µs a byte, a fifth of the scanner's), so that the compile stage, which warms the
+    scanner past that bound, warms the tokenizer with it."""
+    return interpreted.module("arrowdedup._content_jit", size, facts.TWIN_MAX_BYTES)
+
+
 def _runs(keys: np.ndarray) -> list[tuple[int, int]]:
     """(start, stop) of each run of equal values in the non-decreasing ``keys``."""
     edges = np.flatnonzero(np.diff(keys)) + 1
@@ -501,41 +608,99 @@ def language_keys(language: pl.Series | None, n: int) -> pl.Series:
     ).to_series().alias("lang")
 
 
+_JITTED = "arrowdedup._content_jit"
+
+
+def _in_threads(read: Callable[[list[np.ndarray]], list[tuple[np.ndarray, np.ndarray]]],
+                pieces: list[np.ndarray], threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``read`` of the pieces in ``threads`` runs of consecutive pieces, each in a thread of
+    its own (the jitted passes release the GIL), each with its own vocabulary; the parts in
+    piece order, whatever the thread count."""
+    groups = [g.tolist() for g in np.array_split(np.arange(len(pieces)), min(threads,
+                                                                               len(pieces)))]
+    runs = [[pieces[i] for i in g] for g in groups if g]
+    if len(runs) <= 1:
+        return read(pieces)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        return [part for done in pool.map(read, runs) for part in done]
+
+
 def content_facts(text: pl.Series, *, segment_type: pl.Series | None,
-                  language: pl.Series | None, skip: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, np.ndarray] | None:
+                  language: pl.Series | None, skip: np.ndarray | None = None,
+                  threads: int = 2) -> tuple[np.ndarray, np.ndarray] | None:
     """(row, value) of every content-coverage token of ``text``; None when there is none.
 
-    ``skip`` (bool per row) marks rows that need none (unguarded segment types).
+    ``skip`` (bool per row) marks rows that need none (unguarded segment types). Pieces of
+    the prose are read in up to ``threads`` threads (the result does not depend on it).
     """
+    parts = content_parts(text, segment_type=segment_type, language=language, skip=skip,
+                          threads=threads)
+    if not parts:
+        return None
+    return (np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False),
+            np.concatenate([p[1] for p in parts]).astype(np.uint64, copy=False))
+
+
+def content_parts(text: pl.Series, *, segment_type: pl.Series | None,
+                  language: pl.Series | None, skip: np.ndarray | None = None,
+                  threads: int = 2) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`content_facts` as the (rows, values) parts it joins, none of them empty (the
+    signatures join them with the scanner's facts without a copy of their own)."""
     n = text.len()
     if n == 0:
-        return None
+        return []
     text = text.cast(pl.String).fill_null("")
     kinds = segment_type.cast(pl.String) if segment_type is not None else None
     is_code = (kinds.eq("code").fill_null(False).to_numpy().astype(bool)
                if kinds is not None else np.zeros(n, dtype=bool))
     wanted = np.ones(n, dtype=bool) if skip is None else ~skip
     langs = language_keys(language, n)
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
     code_rows = np.flatnonzero(is_code & wanted)
-    if code_rows.shape[0]:
-        parts.extend(_code_facts(text.gather(code_rows), code_rows.astype(np.int64)))
     prose_rows = np.flatnonzero(~is_code & wanted)
+    if code_rows.shape[0] == 0:
+        return _prose_parts(text, kinds, langs, prose_rows, threads)
+
+    def code() -> list[tuple[np.ndarray, np.ndarray]]:
+        return _code_facts(text.gather(code_rows), code_rows.astype(np.int64))
+
+    if threads < 2 or prose_rows.shape[0] == 0 or n < 4096:
+        return [p for p in code() if p[0].shape[0]] + _prose_parts(text, kinds, langs,
+                                                                     prose_rows, threads)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # The code lines (Polars expressions, which release the GIL) beside the prose.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        coded = pool.submit(code)
+        prose = _prose_parts(text, kinds, langs, prose_rows, threads)
+        return [p for p in coded.result() if p[0].shape[0]] + prose
+
+
+def _prose_parts(text: pl.Series, kinds: pl.Series | None, langs: pl.Series,
+                 prose_rows: np.ndarray, threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`content_parts` of the prose rows ``prose_rows`` of ``text``."""
+    n = text.len()
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
     if prose_rows.shape[0]:
         # Headings and titles (the guard's strict types) compare every word, both ways.
         strict = (kinds.is_in(sorted(facts.STRICT_TYPES)).fill_null(False).to_numpy().astype(bool)
                   if kinds is not None else np.zeros(n, dtype=bool))
-        # In pieces of at most CHUNK_BYTES of text: a word table costs ~20 bytes a byte of text,
-        # so memory stays bounded whatever the input (a 100 MB table file included).
+        # In pieces of at most CHUNK_BYTES of text: a piece's word ids and tokens cost up to
+        # ~20 bytes a byte of text, so memory stays bounded whatever the input (a 100 MB table
+        # file included). The pieces a thread reads share one vocabulary: each word is
+        # classified once a thread.
         sizes = text.gather(prose_rows).str.len_bytes().fill_null(0).to_numpy()
         piece = np.cumsum(sizes) // CHUNK_BYTES
-        for start, stop in _runs(piece):
-            rows = prose_rows[start:stop]
-            parts.extend(_prose_facts(text.gather(rows), langs.gather(rows),
-                                      rows.astype(np.int64), strict[rows]))
-    parts = [p for p in parts if p[0].shape[0]]
-    if not parts:
-        return None
-    return (np.concatenate([p[0] for p in parts]).astype(np.int64),
-            np.concatenate([p[1] for p in parts]).astype(np.uint64))
+        lang = langs.cast(pl.Enum(list(_LANGUAGES))).to_physical().to_numpy().astype(np.int64)
+        kernel = _tokenizer(int(sizes.sum()))
+        pieces = [prose_rows[start:stop] for start, stop in _runs(piece)]
+
+        def read(group: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+            vocabulary = _Vocabulary(kernel)
+            return [part for rows in group for part in _prose_facts(
+                text.gather(rows), lang[rows], rows.astype(np.int64), strict[rows],
+                vocabulary)]
+
+        parts.extend(_in_threads(read, pieces, threads if kernel.__name__ == _JITTED else 1))
+    return [p for p in parts if p[0].shape[0]]

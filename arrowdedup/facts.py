@@ -528,12 +528,11 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     if kinds is not None:
         ends, values = _heading_names_as_mentions(ends, values, kinds)
     modes = fact_modes(kinds, n)
-    from .content_words import content_facts
+    from .content_words import content_parts
 
     extra = [part for part in (_cell_facts(offsets, data, kinds, scanner),
-                               _term_facts(code_terms, n),
-                               content_facts(text, segment_type=kinds, language=language,
-                                             skip=modes == OFF)) if part is not None]
+                               _term_facts(code_terms, n)) if part is not None]
+    extra += content_parts(text, segment_type=kinds, language=language, skip=modes == OFF)
     if not extra:
         return ends, values  # type: ignore[no-any-return]
     return _with_facts(ends, values, n, extra)
@@ -547,13 +546,22 @@ _LIST_MARKER = r"(?m)^[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+"
 def _without_layout(text: pl.Series, code: np.ndarray) -> pl.Series:
     """``text`` with list markers at line starts and markup (:data:`content_words.MARKUP`)
     removed, except in code: what the scanner reads."""
-    from .content_words import MARKUP
+    from .content_words import MARKUP, _tokenizer
 
-    layout = f"{_LIST_MARKER}|{MARKUP}"
-    marked = text.str.contains(layout).fill_null(False).to_numpy() & ~code
-    if not marked.any():
+    # The regex runs only where it may match: a line that may start with a list marker
+    # (a jitted pass), or markup's first characters ("{{", "<").
+    offsets, data = _buffers(text.to_arrow())
+    with interpreted.quiet():
+        maybe = _tokenizer(int(offsets[-1] - offsets[0])).list_marker_candidates(offsets, data)
+    maybe |= text.str.contains_any(["{{", "<"]).fill_null(False).to_numpy()
+    maybe &= ~code
+    rows = np.flatnonzero(maybe)
+    if rows.shape[0] == 0:
         return text
-    rows = np.flatnonzero(marked)
+    layout = f"{_LIST_MARKER}|{MARKUP}"
+    rows = rows[text.gather(rows).str.contains(layout).fill_null(False).to_numpy()]
+    if rows.shape[0] == 0:
+        return text
     return text.scatter(rows, text.gather(rows).str.replace_all(_LIST_MARKER, "")
                         .str.replace_all(MARKUP, " "))
 
@@ -628,15 +636,23 @@ def _term_facts(terms: pl.Series | None, n: int) -> tuple[np.ndarray, np.ndarray
 def _with_facts(offsets: np.ndarray, values: np.ndarray, n: int,
                 extra: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """The CSR signatures with further (row, fact) pairs, each row sorted and unique again."""
-    rows = np.concatenate([r for r, _ in extra])
-    facts = np.concatenate([f for _, f in extra])
-    order = np.argsort(rows, kind="stable")  # the extras only: a few facts per table row
-    extra_offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=extra_offsets[1:])
-    guard = _guard(int(values.shape[0] + facts.shape[0]))
+    extra = [(np.ascontiguousarray(r, dtype=np.int64), np.ascontiguousarray(f, dtype=np.uint64))
+             for r, f in extra]
+    total = sum(r.shape[0] for r, _ in extra)
+    guard = _guard(int(values.shape[0] + total))
     with interpreted.quiet():
+        # Grouped by row by a counting sort over the parts as they are (an argsort of the
+        # joined parts, ~15 content tokens a row, cost more than the merge).
+        extra_offsets = np.zeros(n + 1, dtype=np.int64)
+        for r, _ in extra:
+            guard._count_rows(r, extra_offsets)
+        np.cumsum(extra_offsets, out=extra_offsets)
+        at = extra_offsets[:n].copy()
+        grouped = np.empty(total, dtype=np.uint64)
+        for r, f in extra:
+            guard._place(r, f, at, grouped)
         return guard._merge_csr(  # type: ignore[no-any-return]
-            offsets, values, extra_offsets, np.ascontiguousarray(facts[order]))
+            offsets, values, extra_offsets, grouped)
 
 
 def conflict_reasons(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray,

@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 # Modules whose twin may be built, and which a twin imports as twins.
-JITTED = frozenset({"arrowdedup._hashing_jit", "arrowdedup.fact_scan", "arrowdedup._facts_jit"})
+JITTED = frozenset({"arrowdedup._hashing_jit", "arrowdedup.fact_scan", "arrowdedup._facts_jit",
+                    "arrowdedup._content_jit"})
 
 # Jitted-only modules and the pure-Python module a twin imports in place of each: the names it
 # takes from them mean the same in both.
