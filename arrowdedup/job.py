@@ -1157,24 +1157,6 @@ def with_embeddings(frame: pl.DataFrame, vectors: np.ndarray) -> pl.DataFrame:
     return frame.with_columns(pl.Series("embedding", np.ascontiguousarray(vectors, np.float32)))
 
 
-def _documents_table(
-    inputs: Sequence[Path], store_root: Path, *, embedder: str | Embedder | None,
-    language_from_path: str | None, key_columns: Sequence[str] | None,
-    skip_bad_files: bool, root: str | Path | None, quiet: bool, timings: dict[str, float],
-    detect_keys: bool = True, doc_version_from_path: str | None = None,
-    limits: ExtractLimits | None = None, follow_external_symlinks: bool = False,
-) -> tuple[pl.DataFrame, str, dict[str, Any]]:
-    """Extract and embed documents (through the store's embedding cache): the segments table,
-    the model name and the manifest extras."""
-    docs = _documents(inputs, store_root, embedder=embedder,
-                      language_from_path=language_from_path, key_columns=key_columns,
-                      skip_bad_files=skip_bad_files, root=root, quiet=quiet, timings=timings,
-                      detect_keys=detect_keys, doc_version_from_path=doc_version_from_path,
-                      limits=limits, follow_external_symlinks=follow_external_symlinks)
-    frame = with_embeddings(docs.frame, docs.vectors[docs.inverse])
-    return frame, docs.model, docs.extra
-
-
 @dataclasses.dataclass
 class Documents:
     """Extracted and embedded documents: the segments (without embeddings), the vectors of
@@ -1187,9 +1169,14 @@ class Documents:
     model: str
     extra: dict[str, Any]
 
+    def table(self) -> pl.DataFrame:
+        """The segments table with its ``embedding`` column."""
+        return with_embeddings(self.frame, self.vectors[self.inverse])
+
     def table_bytes(self) -> int:
         """About what the segments table with its embeddings takes in memory."""
-        return int(self.frame.estimated_size()) + self.inverse.size * self.vectors.shape[1] * 4
+        row = self.vectors.shape[1] * self.vectors.itemsize
+        return int(self.frame.estimated_size()) + self.inverse.size * row
 
 
 def _documents(
@@ -1199,6 +1186,7 @@ def _documents(
     detect_keys: bool = True, doc_version_from_path: str | None = None,
     limits: ExtractLimits | None = None, follow_external_symlinks: bool = False,
 ) -> Documents:
+    """Extract and embed documents (through the store's embedding cache)."""
     from . import precompile, progress
     from .embed import embedder_record, embedder_runtime, get_embedder
     from .embed_cache import EmbeddingCache, embed_distinct
@@ -1274,7 +1262,7 @@ def documents_stream(docs: Documents) -> BatchStream:
                 inverse: np.ndarray) -> Iterator[pa.RecordBatch]:
         for start in range(0, frame.height, PARTITION_BATCH):
             part = frame.slice(start, PARTITION_BATCH).to_arrow() if whole is None \
-                else whole.slice(start, PARTITION_BATCH).combine_chunks()
+                else whole.slice(start, PARTITION_BATCH)
             rows = inverse[start: start + part.num_rows]
             values = pa.array(vectors[rows].reshape(-1), type=field.type.value_type)
             column = pa.FixedSizeListArray.from_arrays(values, type=field.type)
@@ -1400,7 +1388,7 @@ def ingest_to_store(
         else:
             # The Arrow table holds the segments from here on (its strings are copies of the
             # frame's views): a second copy of a large corpus's text would stay for the job.
-            tables = [with_embeddings(docs.frame, docs.vectors[docs.inverse]).to_arrow()]
+            tables = [docs.table().to_arrow()]
         del docs
     else:
         refuse_embedder_for_tables(embedder)

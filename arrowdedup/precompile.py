@@ -398,8 +398,10 @@ def for_buckets(source: BucketSource, cache: SourceCache, job: BucketJob,
     head = _head(tables, rows)
     if not _uses_jit(rows, source.total_rows, dim, _text_bytes(head), job):
         return
-    # Unpartitioned files only: a partition file is read whole, never gathered with pread
-    # (and its mapping, cached for the warm-up, would stay resident for the whole run).
+    # Unpartitioned files only: a partition file is read in one run per batch
+    # (job._read_partition), one batch per 64K input rows, so the jitted reader
+    # (job.JIT_MIN_RUNS) is reached only past about 4M rows; and the warm-up's cached
+    # mapping of a partition file would stay resident for the whole run.
     paths = [] if source.partitioned else [f for f in source.files if not f.startswith("mem:")]
 
     def work() -> None:

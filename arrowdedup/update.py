@@ -33,7 +33,7 @@ from .job import (
     JobResult,
     Source,
     _as_inputs,
-    _documents_table,
+    _documents,
     _timings,
     default_indexes,
     is_documents_input,
@@ -190,9 +190,9 @@ def _input_table(
                 raise InputError(f"input {p} does not exist; check the path")
         recorded = store.manifest.get("source_files")
         if recorded is None:  # no file record: extract everything
-            frame, model, extra = _documents_table(
+            docs = _documents(
                 paths, store.root, embedder=embedder, quiet=quiet, timings=timings, **extract)
-            return frame.to_arrow(), model, extra
+            return docs.table().to_arrow(), docs.model, docs.extra
         return _changed_files_table(store, paths, recorded, timings, embedder=embedder,
                                     quiet=quiet, extract=extract,
                                     allow_moved_sources=allow_moved_sources)
@@ -237,9 +237,9 @@ def _changed_files_table(
     extra: dict[str, Any] = {}
     n_files = 0
     for base, files in sorted(split.changed.items()):
-        frame, model, extra = _documents_table(
-            files, store.root, embedder=embedder, quiet=quiet, timings=timings,
-            **{**extract, "root": base})
+        docs = _documents(files, store.root, embedder=embedder, quiet=quiet, timings=timings,
+                          **{**extract, "root": base})
+        frame, model, extra = docs.table(), docs.model, docs.extra
         records.update(file_records(files, base, frame.get_column("doc_id").cast(pl.String)
                                     .unique().to_list()))
         frames.append(frame)
