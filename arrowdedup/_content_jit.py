@@ -92,12 +92,22 @@ def _symbol_end(data: np.ndarray, i: int, e: int, cp: int, ln: int) -> int:
 
 
 @numba.njit(inline="always")
+def _fnv_start(lang: int) -> int:
+    return (0x811C9DC5 ^ lang) & 0xFFFFFFFF
+
+
+@numba.njit(inline="always")
+def _fnv_step(h: int, b: int) -> int:
+    return ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+
+
+@numba.njit(inline="always")
 def _hash(data: np.ndarray, s: int, e: int, lang: int) -> int:
     """FNV-1a (32 bits) of a word's bytes and its language: the intern table's slot. Python
     ints in the twin, int64 in Numba: the product stays below 2⁵⁷, so both agree."""
-    h = (0x811C9DC5 ^ lang) & 0xFFFFFFFF
+    h = _fnv_start(lang)
     for i in range(s, e):
-        h = ((h ^ int(data[i])) * 0x01000193) & 0xFFFFFFFF
+        h = _fnv_step(h, int(data[i]))
     return h
 
 
@@ -105,12 +115,12 @@ def _hash(data: np.ndarray, s: int, e: int, lang: int) -> int:
 def _ascii_word(data: np.ndarray, i: int, e: int, letters: np.ndarray, lang: int
                 ) -> tuple[int, int]:
     """End of the run of ASCII letters at ``i``, and its :func:`_hash` (the common word)."""
-    h = (0x811C9DC5 ^ lang) & 0xFFFFFFFF
+    h = _fnv_start(lang)
     while i < e:
         b = int(data[i])
         if b >= 0x80 or letters[b] == 0:
             break
-        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+        h = _fnv_step(h, b)
         i += 1
     return i, h
 
