@@ -123,6 +123,11 @@ _LOW = LOW
 _NEGATION = 7
 _CONTENT, _ALIAS, _ROLE, _ORDER = 8, 9, 10, 11
 _CODE_COMMAND, _CODE_NOTE = 13, 14
+# Section tokens (:mod:`arrowdedup.section_facts`): the last kind; bits 58-59 root, prefix, leaf.
+_SECTION = 15
+_SECTION_PREFIX = np.uint64((_SECTION << 60) | (1 << 58))
+_SECTION_LEAF = np.uint64((_SECTION << 60) | (2 << 58))
+_SECTION_ROLE = np.uint64(3 << 58)
 _ROLE_SIDE = np.uint64(1 << 44)
 _ROLE_PAIR_SHIFT = np.uint64(44)
 _NEGATED = 0x7FFF
@@ -130,6 +135,7 @@ _ORDER_REVERSED = np.uint64(1 << 59)
 # Guard modes (facts.SUBSET, EQUAL, OFF, CODE) and the reason code of a content failure.
 _EQUAL, _OFF, _CODE = 1, 2, 3
 CONTENT_REASON = 8
+SECTION_REASON = 9
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -217,7 +223,8 @@ def _code_differs(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> boo
     adds only comment or output lines (its commands are all ``a``'s)."""
     command = np.uint64(_CODE_COMMAND) << _SHIFT
     note = np.uint64(_CODE_NOTE) << _SHIFT
-    for i in range(_lower_bound(values, a0, a1, command), a1):
+    for i in range(_lower_bound(values, a0, a1, command),
+                   _lower_bound(values, a0, a1, np.uint64(_SECTION) << _SHIFT)):
         low = values[i] & _LOW
         if not _has(values, b0, b1, low | command) and not _has(values, b0, b1, low | note):
             return True
@@ -225,6 +232,43 @@ def _code_differs(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> boo
         if not _has(values, a0, a1, values[j]):
             return True
     return False
+
+
+@numba.njit(nogil=True, cache=True)
+def _sections_apart(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bool:
+    """Do rows ``a`` and ``b`` stand in sibling sections of one document (SPEC §2, section
+    context): both have a section there, and neither path is a prefix of the other? Rows
+    without section tokens, or of two documents, are never apart."""
+    sa = _lower_bound(values, a0, a1, np.uint64(_SECTION) << _SHIFT)
+    sb = _lower_bound(values, b0, b1, np.uint64(_SECTION) << _SHIFT)
+    if sa == a1 or sb == b1 or values[sa] != values[sb] or values[sa] >= _SECTION_PREFIX:
+        return False  # a root sorts first: no section, or another document
+    la = _lower_bound(values, sa, a1, _SECTION_LEAF)
+    lb = _lower_bound(values, sb, b1, _SECTION_LEAF)
+    if la == a1 or lb == b1:
+        return False
+    # A leaf, as a prefix: is the path of one among the prefixes of the other?
+    if _has(values, sb, lb, (values[la] & ~_SECTION_ROLE) | _SECTION_PREFIX):
+        return False
+    return not _has(values, sa, la, (values[lb] & ~_SECTION_ROLE) | _SECTION_PREFIX)
+
+
+@numba.njit(nogil=True, cache=True)
+def _same_statement(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bool:
+    """Are the signatures of ``a`` and ``b`` equal apart from their mentions and section
+    tokens (the same facts and words, layout aside: a mention is a capital at a sentence
+    start)?"""
+    first = np.uint64(1) << _SHIFT
+    a0 = _lower_bound(values, a0, a1, first)
+    b0 = _lower_bound(values, b0, b1, first)
+    sa = _lower_bound(values, a0, a1, np.uint64(_SECTION) << _SHIFT)
+    sb = _lower_bound(values, b0, b1, np.uint64(_SECTION) << _SHIFT)
+    if sa - a0 != sb - b0:
+        return False
+    for i in range(sa - a0):
+        if values[a0 + i] != values[b0 + i]:
+            return False
+    return True
 
 
 @numba.njit(nogil=True, cache=True)
@@ -239,7 +283,9 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
     a0, a1 = offsets[a], offsets[a + 1]
     b0, b1 = offsets[b], offsets[b + 1]
     if ma == _CODE or mb == _CODE:
-        return CONTENT_REASON if _code_differs(values, a0, a1, b0, b1) else 0
+        if _code_differs(values, a0, a1, b0, b1):
+            return CONTENT_REASON
+        return _section_reason(values, a0, a1, b0, b1)
     strict = ma == _EQUAL or mb == _EQUAL
     if a1 - a0 == b1 - b0:
         # Equal signatures (a near copy, the common case of a cosine hit) never conflict:
@@ -259,6 +305,15 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
         return k
     if _uncovered(values, a0, a1, b0, b1) or (strict and _uncovered(values, b0, b1, a0, a1)):
         return CONTENT_REASON
+    return _section_reason(values, a0, a1, b0, b1)
+
+
+@numba.njit(nogil=True, cache=True)
+def _section_reason(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> int:
+    """:data:`SECTION_REASON` when ``a`` and ``b`` stand in sibling sections and say more than
+    the same words (a repeated notice says the same words: it may merge), else 0."""
+    if _sections_apart(values, a0, a1, b0, b1) and not _same_statement(values, a0, a1, b0, b1):
+        return SECTION_REASON
     return 0
 
 

@@ -480,6 +480,15 @@ W_OTHER, W_KANA, W_HAN, W_HANGUL, W_KATAKANA = 0, 1, 2, 3, 4
 
 
 @numba.njit(inline="always")
+def _is_han_particle(cp: int) -> bool:
+    """的 吗 呢 吧 和 与 及 或: Chinese function characters, which Japanese writes in hiragana.
+    A pair with one of them is no term: "链路的" and "链路功能的" say the same 链路 (a reader
+    judged such definitions genuine duplicates that the pairs 路的 and 能的 kept apart)."""
+    return cp == 0x7684 or cp == 0x5417 or cp == 0x5462 or cp == 0x5427 or cp == 0x548C \
+        or cp == 0x4E0E or cp == 0x53CA or cp == 0x6216
+
+
+@numba.njit(inline="always")
 def _wide_class(cp: int) -> int:
     """The script of a wide code point, for :func:`_wide_terms`."""
     if 0x3040 <= cp <= 0x309F:
@@ -487,6 +496,8 @@ def _wide_class(cp: int) -> int:
     if (0x30A1 <= cp <= 0x30FA) or cp == 0x30FC or (0xFF66 <= cp <= 0xFF9F) \
             or (0x31F0 <= cp <= 0x31FF):
         return W_KATAKANA
+    if _is_han_particle(cp):
+        return W_KANA  # a Chinese particle or conjunction joins terms, as hiragana does
     if (0x4E00 <= cp <= 0x9FFF) or (0x3400 <= cp <= 0x4DBF) or (0xF900 <= cp <= 0xFAFF) \
             or (0x20000 <= cp <= 0x3FFFF):
         return W_HAN
@@ -536,7 +547,9 @@ def _wide_terms(data: np.ndarray, ps: int, pe: int, out: np.ndarray, n_out: int,
             c = -2
         if c != run_cls or c == W_KANA:
             # The run [run_s, i) ends.
-            if run_chars >= 2 and (run_cls == W_KATAKANA or run_cls == W_OTHER):
+            if (run_chars >= 2 and (run_cls == W_KATAKANA or run_cls == W_OTHER)) or \
+                    (run_chars == 1 and run_cls == W_HAN):
+                # A lone Han character between kana is a word of its own (何, 他, 例).
                 n_out = _push(out, n_out, _xxh64_one(data, run_s, i), K_IDENT)
             run_s = i
             run_chars = 0
@@ -702,7 +715,7 @@ def _piece_extent(data: np.ndarray, p: int, ce: int, wide: bool
     """The end of the piece from byte ``p`` of a chunk ending at ``ce`` and, for a narrow
     piece, its character statistics (positions ``S_*``), counted as its extent is found. A
     wide piece ends at any other class (wide punctuation is C_PUNCT), a narrow one at '=' or
-    a wide character."""
+    a wide character (letter or punctuation)."""
     n_upper = 0
     n_lower = 0
     n_digit = 0
@@ -772,10 +785,11 @@ def _piece_extent(data: np.ndarray, p: int, ce: int, wide: bool
             p += 1
             continue
         # A character of two or more bytes: never white space ('=', digits, '_', '.' and '/'
-        # are ASCII), and a wide one ends the piece.
+        # are ASCII), and a wide one ends the piece, letter or punctuation: the fullwidth
+        # colon of "TracerProvider：链路" ends the name as the ASCII one would end a chunk.
         cq, lq = _decode(data, p, ce)
         c = _cls(cq)
-        if c == C_WIDE:
+        if c == C_WIDE or (c == C_PUNCT and lq >= 3):
             break
         first_cp, second_cp, third_cp = _leading(n_chars, cq, first_cp, second_cp, third_cp)
         n_chars += 1

@@ -58,10 +58,15 @@ representative ``b``:
   ``a`` does, and ``b`` covers ``a``'s content (its content words, the places of its
   opposites and negations, its orders: :mod:`arrowdedup.content_words`; names are found in any
   case there, since letter case is layout);
-- ``page_furniture`` (running headers and footers): no guard.
+- ``page_furniture`` (running headers and footers): no guard;
+- then, for every guarded type, section context: two segments of one document in sibling
+  sections (neither heading path starts the other) merge only if their signatures are equal
+  apart from mentions and sections, i.e. they say the same words
+  (:mod:`arrowdedup.section_facts`; :func:`signatures_of` adds the section tokens of a frame
+  with ``doc_id`` and ``section``; :func:`fact_conflict`, given two texts, has none).
 
 The reason a merge is refused is the kind of the first fact that fails, in kind order, then
-``content``. List markers and markup never reach the scanner (layout is not content).
+``content``, then ``section``. List markers and markup never reach the scanner (layout is not content).
 """
 
 from __future__ import annotations
@@ -81,9 +86,10 @@ from .hashing import _buffers
 
 FACT_COLUMN = "fact_signature"
 KIND_NAMES = ("mention", "number", "date", "version", "identifier", "name", "opposite",
-              "negation", "content")
+              "negation", "content", "section")
 MENTION, NUMBER, DATE, VERSION, IDENTIFIER, NAME, OPPOSITE, NEGATION = range(8)
 CONTENT = 8  # the reason of a segment whose content its representative does not cover
+SECTION_REASON = 9  # the reason of a segment in a sibling section (:mod:`.section_facts`)
 REASONS = KIND_NAMES[1:]  # what :func:`fact_conflict` may return
 REASON_DTYPE = pl.Enum(list(REASONS))
 
@@ -744,15 +750,25 @@ def fact_conflict(a: str, b: str, *, segment_type: str | None = None,
 
 def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """CSR signatures of a segments frame: its ``fact_signature`` column when present (any
-    order; sorted here), else computed from ``text``."""
+    order; sorted here), else computed from ``text``; with the section tokens of its
+    ``doc_id`` and ``section`` columns when it has both (:mod:`arrowdedup.section_facts`; a
+    stored signature holds them already, and adding them again changes nothing)."""
     if FACT_COLUMN in frame.columns:
-        return signature_column_arrays(frame.get_column(FACT_COLUMN))
-    return signature_arrays(
-        frame.get_column("text"),
-        segment_type=frame.get_column("segment_type") if "segment_type" in frame.columns
-        else None,
-        language=frame.get_column("language") if "language" in frame.columns else None,
-    )
+        offsets, values = signature_column_arrays(frame.get_column(FACT_COLUMN))
+    else:
+        offsets, values = signature_arrays(
+            frame.get_column("text"),
+            segment_type=frame.get_column("segment_type") if "segment_type" in frame.columns
+            else None,
+            language=frame.get_column("language") if "language" in frame.columns else None,
+        )
+    if "section" in frame.columns and "doc_id" in frame.columns and frame.height:
+        from .section_facts import section_facts
+
+        rows, tokens = section_facts(frame.get_column("doc_id"), frame.get_column("section"))
+        if rows.size:
+            return _with_facts(offsets, values, frame.height, [(rows, tokens)])
+    return offsets, values
 
 
 def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:

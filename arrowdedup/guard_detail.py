@@ -9,7 +9,9 @@ representative that failed the guard) this module names, from the two texts:
 - for ``content``, the content words of the segment the representative does not cover (or,
   when every word is covered, the opposites, negations and order words that stand elsewhere);
 - for code, the lines of the segment missing from the representative, and the commands the
-  representative adds (``+ ...``).
+  representative adds (``+ ...``);
+- for ``section``, the two sections from the level where their paths part
+  (``Tomcat ≠ WebLogic``).
 
 It runs once per refused pair, after the decisions, never on the decision path.
 """
@@ -28,8 +30,10 @@ _PUNCT = "\"'`.,;:!?()[]{}<>*_"
 
 def guard_details(a: pl.Series, b: pl.Series, reason: pl.Series,
                   segment_type: pl.Series | None = None,
-                  language: pl.Series | None = None) -> pl.Series:
-    """One detail string per pair (null where ``reason`` is null)."""
+                  language: pl.Series | None = None,
+                  sections: tuple[pl.Series, pl.Series] | None = None) -> pl.Series:
+    """One detail string per pair (null where ``reason`` is null); ``sections`` are the
+    ``section`` values of ``a`` and of ``b``, which a ``section`` refusal names."""
     n = a.len()
     if n > _CHUNK:
         # Each pair's detail is its own: chunks bound the word tables and token lists of a
@@ -39,7 +43,9 @@ def guard_details(a: pl.Series, b: pl.Series, reason: pl.Series,
 
         return pl.concat([
             guard_details(a.slice(i, _CHUNK), b.slice(i, _CHUNK), reason.slice(i, _CHUNK),
-                          segment_type=part(segment_type, i), language=part(language, i))
+                          segment_type=part(segment_type, i), language=part(language, i),
+                          sections=None if sections is None else
+                          (sections[0].slice(i, _CHUNK), sections[1].slice(i, _CHUNK)))
             for i in range(0, n, _CHUNK)])
     out: list[str | None] = [None] * n
     reasons = reason.cast(pl.String).to_list()
@@ -52,7 +58,12 @@ def guard_details(a: pl.Series, b: pl.Series, reason: pl.Series,
              else [None] * n)
     code = [i for i in rows if reasons[i] == "content" and types[i] == "code"]
     content = [i for i in rows if reasons[i] == "content" and types[i] != "code"]
-    fact = [i for i in rows if reasons[i] != "content"]
+    fact = [i for i in rows if reasons[i] not in ("content", "section")]
+    a_sections = sections[0].cast(pl.String).to_list() if sections is not None else [None] * n
+    b_sections = sections[1].cast(pl.String).to_list() if sections is not None else [None] * n
+    for i in rows:
+        if reasons[i] == "section":
+            out[i] = _section_detail(a_sections[i], b_sections[i])
     for i in code:
         out[i] = _code_detail(a_texts[i], b_texts[i])
     if content:
@@ -89,6 +100,18 @@ def _content_details(a: pl.Series, b: pl.Series, langs: pl.Series) -> list[str]:
     return [words[i] if i in words else
             (f"placement of: {placed[i]}" if i in placed else "content")
             for i in range(m)]
+
+
+def _section_detail(a: str | None, b: str | None) -> str:
+    """``a's section ≠ b's section``, from the first level where the two paths differ."""
+    from .section_facts import LEVEL_SEPARATOR
+
+    pa = [x.strip() for x in (a or "").split(LEVEL_SEPARATOR.strip())]
+    pb = [x.strip() for x in (b or "").split(LEVEL_SEPARATOR.strip())]
+    k = 0
+    while k < min(len(pa), len(pb)) and pa[k].lower() == pb[k].lower():
+        k += 1
+    return f"{LEVEL_SEPARATOR.join(pa[k:])} ≠ {LEVEL_SEPARATOR.join(pb[k:])}"
 
 
 def _code_detail(a: str, b: str) -> str:

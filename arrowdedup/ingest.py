@@ -471,8 +471,12 @@ def _guard_detail(frame: pl.DataFrame, refused: np.ndarray, reasons: pl.Series) 
     types = frame.get_column("segment_type").gather(rows) \
         if "segment_type" in frame.columns else None
     langs = frame.get_column("language").gather(rows) if "language" in frame.columns else None
+    sections = None
+    if "section" in frame.columns:
+        section = frame.get_column("section").cast(pl.String)
+        sections = (section.gather(rows), section.gather(refused[rows]))
     found = guard_details(text.gather(rows), text.gather(refused[rows]), reasons.gather(rows),
-                          segment_type=types, language=langs)
+                          segment_type=types, language=langs, sections=sections)
     return detail.scatter(rows, found)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-RULES_VERSION = "18.0"
+RULES_VERSION = "19.0"
 
 # The first rules whose stored ``fact_signature`` values the guard reads as they are: 18.0
 # widened the kind field to four bits for the content tokens.

@@ -184,7 +184,7 @@ def test_strict_types_need_equal_facts():
 
 def test_every_reason_is_documented():
     assert set(F.REASONS) == {"number", "date", "version", "identifier", "name", "opposite",
-                              "negation", "content"}
+                              "negation", "content", "section"}
     for _, _, _, _, reason in REFUSED:
         assert reason in F.REASONS
 

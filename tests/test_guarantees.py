@@ -51,6 +51,9 @@ TEXTS = ["alpha beta gamma", "alpha beta gamma delta", "the same words", "boiler
          "use --flag-a", "use --flag-a and port 8080", "enable it", "disable it"]
 
 
+SECTIONS = [None, "Intro", "Intro > Setup", "Intro > Usage", "intro >  SETUP", "Reference", ""]
+
+
 @st.composite
 def tables(draw: st.DrawFn) -> pl.DataFrame:
     """Small segments tables built to contain exact copies, near copies (a few base directions
@@ -81,6 +84,9 @@ def tables(draw: st.DrawFn) -> pl.DataFrame:
     }
     if with_language:
         data["language"] = [["en", "de"][i] for i in rng.integers(0, 2, n)]
+    if draw(st.booleans()):
+        # Heading paths: siblings, a parent and its children, one written in another case.
+        data["section"] = [SECTIONS[i] for i in rng.integers(0, len(SECTIONS), n)]
     if salience_kind != "none":
         pool = [0.0, 0.3, 0.5, 0.9, 1.0] + ([0.01, 0.04] if salience_kind != "given" else [])
         data["salience"] = pl.Series([pool[i] for i in rng.integers(0, len(pool), n)],
@@ -149,11 +155,47 @@ def _group_key(frame: pl.DataFrame) -> list[tuple[str, ...]]:
 
 
 def _refused(frame: pl.DataFrame, i: int, j: int) -> bool:
-    """The public fact rule: may row ``i`` not merge into row ``j``?"""
+    """The public fact rule, and the section rule: may row ``i`` not merge into row ``j``?"""
     lang = frame.get_column("language")[i] if "language" in frame.columns else None
-    return fact_conflict(frame.get_column("text")[i], frame.get_column("text")[j],
-                         segment_type=frame.get_column("segment_type")[i],
-                         language=lang) is not None
+    kind = frame.get_column("segment_type")[i]
+    if fact_conflict(frame.get_column("text")[i], frame.get_column("text")[j],
+                     segment_type=kind, language=lang) is not None:
+        return True
+    return kind != "page_furniture" and _sections_apart(frame, i, j) and \
+        not _same_statement(frame, i, j)
+
+
+def _levels(path: str | None) -> list[str]:
+    return [" ".join(level.lower().split()) for level in (path or "").split(">")
+            if level.strip()]
+
+
+def _sections_apart(frame: pl.DataFrame, i: int, j: int) -> bool:
+    """Sibling sections of one document: neither heading path starts the other."""
+    if "section" not in frame.columns:
+        return False
+    a = _levels(frame.get_column("section")[i])
+    b = _levels(frame.get_column("section")[j])
+    docs = frame.get_column("doc_id")
+    if not a or not b or docs[i] != docs[j]:
+        return False
+    k = min(len(a), len(b))
+    return a[:k] != b[:k]
+
+
+def _same_statement(frame: pl.DataFrame, i: int, j: int) -> bool:
+    """The two texts state the same facts and words (signatures equal, mentions aside)."""
+    from arrowdedup.facts import signature_arrays
+
+    rows = frame[[i, j]]
+    offsets, values = signature_arrays(
+        rows.get_column("text"), segment_type=rows.get_column("segment_type"),
+        language=rows.get_column("language") if "language" in rows.columns else None)
+    kinds = values >> np.uint64(60)
+    facts = [set(values[offsets[r]:offsets[r + 1]][(kinds[offsets[r]:offsets[r + 1]] > 0)
+                                                   & (kinds[offsets[r]:offsets[r + 1]] < 15)]
+                 .tolist()) for r in (0, 1)]
+    return facts[0] == facts[1]
 
 
 def check_no_concept_loss_and_boundaries(frame: pl.DataFrame, result: IngestionResult,
