@@ -499,23 +499,30 @@ def _language_flags(language: pl.Series | None, n: int) -> tuple[np.ndarray, np.
 
 def fact_signatures(text: pl.Series, *, segment_type: pl.Series | None = None,
                     language: pl.Series | None = None,
-                    code_terms: pl.Series | None = None) -> pl.Series:
+                    code_terms: pl.Series | None = None,
+                    sections: tuple[pl.Series, pl.Series] | None = None) -> pl.Series:
     """The ``fact_signature`` column (``list<uint64>``) of a text column, vectorised.
 
     ``code_terms`` (``list<str>`` per row, optional) are inline code spans that the text no
     longer marks (extraction drops the backticks of Markdown ``code``): each is an
-    ``identifier``, as if it were still backticked in the text.
+    ``identifier``, as if it were still backticked in the text. ``sections`` are the rows'
+    ``doc_id`` and ``section`` columns, whose section tokens join the signature
+    (:mod:`arrowdedup.section_facts`).
     """
     return signature_series(*signature_arrays(text, segment_type=segment_type,
-                                              language=language, code_terms=code_terms))
+                                              language=language, code_terms=code_terms,
+                                              sections=sections))
 
 
 def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
                      language: pl.Series | None = None,
-                     code_terms: pl.Series | None = None) -> tuple[np.ndarray, np.ndarray]:
+                     code_terms: pl.Series | None = None,
+                     sections: tuple[pl.Series, pl.Series] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """CSR form of the signatures: row ``r`` has ``values[offsets[r]:offsets[r + 1]]``: the
-    facts of the scanner, the line facts of table rows and code terms, and the content tokens
-    of :mod:`arrowdedup.content_words`."""
+    facts of the scanner, the line facts of table rows and code terms, the content tokens
+    of :mod:`arrowdedup.content_words` and, given ``sections`` (``doc_id``, ``section``), the
+    section tokens of :mod:`arrowdedup.section_facts`."""
     n = text.len()
     comma, nouns = _language_flags(language, n)
     kinds = segment_type.cast(pl.String) if segment_type is not None else None
@@ -539,6 +546,8 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     extra = [part for part in (_cell_facts(offsets, data, kinds, scanner),
                                _term_facts(code_terms, n)) if part is not None]
     extra += content_parts(text, segment_type=kinds, language=language, skip=modes == OFF)
+    if sections is not None:
+        extra.append(_section_part(*sections))
     if not extra:
         return ends, values  # type: ignore[no-any-return]
     return _with_facts(ends, values, n, extra)
@@ -753,22 +762,27 @@ def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     order; sorted here), else computed from ``text``; with the section tokens of its
     ``doc_id`` and ``section`` columns when it has both (:mod:`arrowdedup.section_facts`; a
     stored signature holds them already, and adding them again changes nothing)."""
-    if FACT_COLUMN in frame.columns:
-        offsets, values = signature_column_arrays(frame.get_column(FACT_COLUMN))
-    else:
-        offsets, values = signature_arrays(
+    sections = (frame.get_column("doc_id"), frame.get_column("section")) \
+        if "section" in frame.columns and "doc_id" in frame.columns else None
+    if FACT_COLUMN not in frame.columns:
+        return signature_arrays(
             frame.get_column("text"),
             segment_type=frame.get_column("segment_type") if "segment_type" in frame.columns
             else None,
             language=frame.get_column("language") if "language" in frame.columns else None,
-        )
-    if "section" in frame.columns and "doc_id" in frame.columns and frame.height:
-        from .section_facts import section_facts
+            sections=sections)
+    offsets, values = signature_column_arrays(frame.get_column(FACT_COLUMN))
+    if sections is None or frame.height == 0:
+        return offsets, values
+    rows, tokens = _section_part(*sections)
+    return _with_facts(offsets, values, frame.height, [(rows, tokens)]) if rows.size \
+        else (offsets, values)
 
-        rows, tokens = section_facts(frame.get_column("doc_id"), frame.get_column("section"))
-        if rows.size:
-            return _with_facts(offsets, values, frame.height, [(rows, tokens)])
-    return offsets, values
+
+def _section_part(doc_id: pl.Series, section: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    from .section_facts import section_facts
+
+    return section_facts(doc_id, section)
 
 
 def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:

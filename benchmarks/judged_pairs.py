@@ -102,8 +102,10 @@ def parse_shares(spec: str) -> dict[str, int]:
     return out
 
 
-def collect(corpus: Path, language: str, share: int, cache: Path) -> list[dict[str, Any]]:
-    """Every unique cosine-only candidate pair of one language, in document order.
+def collect(corpus: Path, language: str, share: int, cache: Path, *, guard: bool = False
+            ) -> list[dict[str, Any]]:
+    """Every unique cosine-only candidate pair of one language, in document order; with
+    ``guard``, every unique merge the engine makes with its defaults (the fact guard on).
 
     Languages are collected one at a time: the engine never compares segments of two
     languages, so the decisions are those of one run over all of them."""
@@ -117,7 +119,7 @@ def collect(corpus: Path, language: str, share: int, cache: Path) -> list[dict[s
     code = frame.get_column("segment_type").cast(pl.String).eq("code").fill_null(False)
     vectors = embed(frame.get_column("text").to_list(), code.to_numpy(), "minilm", cache)
     frame = with_embeddings(frame.drop("embedding", strict=False), vectors)
-    config = {"Ingestion": {"FactGuard": False}}
+    config = {"Ingestion": {"FactGuard": guard}}
     result = arrowdedup.ingest(frame, arrowdedup.DedupConfig.from_dict(config))
     suffix = {p.relative_to(corpus).with_suffix("").as_posix(): p.suffix for p in files}
     rows = frame.select("segment_id", "section", "position").rename(
@@ -269,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--languages", default=LANGUAGES,
                    help="LANG[:N],...: languages, each keeping one document in N (path hash)")
     c.add_argument("--cache", type=Path, default=default_cache())
+    c.add_argument("--guard", action="store_true",
+                   help="the engine's merges with the fact guard on, not the candidates")
     s = sub.add_parser("sample", help="stratified sample with a fixed seed")
     s.add_argument("--candidates", type=Path, required=True)
     s.add_argument("--out", type=Path, required=True)
@@ -286,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "collect":
         pairs = []
         for language, share in parse_shares(args.languages).items():
-            pairs += collect(CORPUS, language, share, args.cache)
+            pairs += collect(CORPUS, language, share, args.cache, guard=args.guard)
             write_jsonl(pairs, args.out)
         print(json.dumps(counts(pairs, "language", "segment_type"), indent=1))
         print(f"{len(pairs)} unique candidate pairs -> {args.out}")

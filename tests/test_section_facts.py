@@ -155,3 +155,19 @@ def test_tokens_fold_case_and_space_and_skip_rows_without_a_section() -> None:
     kinds = {int(t) >> 60 for t in tokens}
     roles = sorted((int(t) >> ROLE_SHIFT) & 3 for t in by_row[0])
     assert kinds == {SECTION} and roles == [ROOT, PREFIX, PREFIX, LEAF]
+
+
+def test_extraction_stores_the_section_tokens(tmp_path) -> None:
+    # The store keeps what extract computed: retrieval reads the section tokens, it never
+    # recomputes them per query.
+    from arrowdedup import extract
+    from arrowdedup.facts import signature_column_arrays
+
+    page = tmp_path / "page.md"
+    page.write_text("# Guide\n\n## Tomcat\n\nAdd the agent path.\n\n## WebLogic\n\n"
+                    "Add the agent path to the domain script.\n", encoding="utf-8")
+    frame = extract(page)
+    assert all(any(v >> 60 == SECTION for v in sig) for sig in frame["fact_signature"])
+    stored = signature_column_arrays(frame.get_column("fact_signature"))
+    again = signatures_of(frame)
+    assert np.array_equal(stored[0], again[0]) and np.array_equal(stored[1], again[1])

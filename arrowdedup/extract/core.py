@@ -984,7 +984,8 @@ def _finish(frame: pl.DataFrame) -> pl.DataFrame:
     frame = frame.with_columns(fact_signatures(
         frame.get_column("text"), segment_type=frame.get_column("segment_type"),
         language=frame.get_column("language"),
-        code_terms=frame.get_column("_code_terms") if "_code_terms" in frame.columns else None))
+        code_terms=frame.get_column("_code_terms") if "_code_terms" in frame.columns else None,
+        sections=(frame.get_column("doc_id"), frame.get_column("section"))))
     return frame.select([*SCHEMA, "_run"])
 
 
