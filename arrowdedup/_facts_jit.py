@@ -123,10 +123,12 @@ _LOW = LOW
 _NEGATION = 7
 _CONTENT, _ALIAS, _ROLE, _ORDER = 8, 9, 10, 11
 _CODE_COMMAND, _CODE_NOTE = 13, 14
-# Section tokens (:mod:`arrowdedup.section_facts`): the last kind; bits 58-59 root, prefix, leaf.
+# Section tokens (:mod:`arrowdedup.section_facts`): the last kind; bits 58-59 root, prefix,
+# leaf, form.
 _SECTION = 15
 _SECTION_PREFIX = np.uint64((_SECTION << 60) | (1 << 58))
 _SECTION_LEAF = np.uint64((_SECTION << 60) | (2 << 58))
+_SECTION_FORM = np.uint64((_SECTION << 60) | (3 << 58))
 _SECTION_ROLE = np.uint64(3 << 58)
 _ROLE_SIDE = np.uint64(1 << 44)
 _ROLE_PAIR_SHIFT = np.uint64(44)
@@ -245,7 +247,7 @@ def _sections_apart(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> b
         return False  # a root sorts first: no section, or another document
     la = _lower_bound(values, sa, a1, _SECTION_LEAF)
     lb = _lower_bound(values, sb, b1, _SECTION_LEAF)
-    if la == a1 or lb == b1:
+    if la == a1 or lb == b1 or values[la] >= _SECTION_FORM or values[lb] >= _SECTION_FORM:
         return False
     # A leaf, as a prefix: is the path of one among the prefixes of the other?
     if _has(values, sb, lb, (values[la] & ~_SECTION_ROLE) | _SECTION_PREFIX):
@@ -254,21 +256,12 @@ def _sections_apart(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> b
 
 
 @numba.njit(nogil=True, cache=True)
-def _same_statement(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bool:
-    """Are the signatures of ``a`` and ``b`` equal apart from their mentions and section
-    tokens (the same facts and words, layout aside: a mention is a capital at a sentence
-    start)?"""
-    first = np.uint64(1) << _SHIFT
-    a0 = _lower_bound(values, a0, a1, first)
-    b0 = _lower_bound(values, b0, b1, first)
-    sa = _lower_bound(values, a0, a1, np.uint64(_SECTION) << _SHIFT)
-    sb = _lower_bound(values, b0, b1, np.uint64(_SECTION) << _SHIFT)
-    if sa - a0 != sb - b0:
-        return False
-    for i in range(sa - a0):
-        if values[a0 + i] != values[b0 + i]:
-            return False
-    return True
+def _same_form(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bool:
+    """Do ``a`` and ``b`` write the same words in the same order, layout aside (their form
+    tokens)?"""
+    fa = _lower_bound(values, a0, a1, _SECTION_FORM)
+    fb = _lower_bound(values, b0, b1, _SECTION_FORM)
+    return fa < a1 and fb < b1 and values[fa] == values[fb]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -310,9 +303,9 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
 
 @numba.njit(nogil=True, cache=True)
 def _section_reason(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> int:
-    """:data:`SECTION_REASON` when ``a`` and ``b`` stand in sibling sections and say more than
-    the same words (a repeated notice says the same words: it may merge), else 0."""
-    if _sections_apart(values, a0, a1, b0, b1) and not _same_statement(values, a0, a1, b0, b1):
+    """:data:`SECTION_REASON` when ``a`` and ``b`` stand in sibling sections and their texts
+    differ beyond layout (a repeated notice is the same text: it may merge), else 0."""
+    if _sections_apart(values, a0, a1, b0, b1) and not _same_form(values, a0, a1, b0, b1):
         return SECTION_REASON
     return 0
 

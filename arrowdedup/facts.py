@@ -60,8 +60,8 @@ representative ``b``:
   case there, since letter case is layout);
 - ``page_furniture`` (running headers and footers): no guard;
 - then, for every guarded type, section context: two segments of one document in sibling
-  sections (neither heading path starts the other) merge only if their signatures are equal
-  apart from mentions and sections, i.e. they say the same words
+  sections (neither heading path starts the other) merge only if their texts are the same
+  apart from layout (letter case, punctuation, markup, white space)
   (:mod:`arrowdedup.section_facts`; :func:`signatures_of` adds the section tokens of a frame
   with ``doc_id`` and ``section``; :func:`fact_conflict`, given two texts, has none).
 
@@ -547,7 +547,7 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
                                _term_facts(code_terms, n)) if part is not None]
     extra += content_parts(text, segment_type=kinds, language=language, skip=modes == OFF)
     if sections is not None:
-        extra.append(_section_part(*sections))
+        extra.append(_section_part(*sections, text))
     if not extra:
         return ends, values  # type: ignore[no-any-return]
     return _with_facts(ends, values, n, extra)
@@ -774,15 +774,16 @@ def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     offsets, values = signature_column_arrays(frame.get_column(FACT_COLUMN))
     if sections is None or frame.height == 0:
         return offsets, values
-    rows, tokens = _section_part(*sections)
+    rows, tokens = _section_part(*sections, frame.get_column("text"))
     return _with_facts(offsets, values, frame.height, [(rows, tokens)]) if rows.size \
         else (offsets, values)
 
 
-def _section_part(doc_id: pl.Series, section: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+def _section_part(doc_id: pl.Series, section: pl.Series, text: pl.Series
+                  ) -> tuple[np.ndarray, np.ndarray]:
     from .section_facts import section_facts
 
-    return section_facts(doc_id, section)
+    return section_facts(doc_id, section, text)
 
 
 def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:

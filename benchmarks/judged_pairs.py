@@ -48,6 +48,9 @@ CORPUS = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
 M2V_MODEL = SHARED_DATA / "models" / "m2v-minilm-l6-256"
 DATA = Path(__file__).resolve().parent / "data"
 PAIRS_FILE = DATA / "judged_pairs.jsonl"
+# The engine's own guarded merges, drawn at random and read (issue 44: 40 sampled merges).
+MERGES_FILE = DATA / "guarded_merges.jsonl"
+MERGES_SAMPLE = 40
 EMBEDDINGS_FILE = DATA / "judged_pairs_embeddings.parquet"
 LANGUAGES = "es,en:6,pt,fr,ja:6,zh:4"
 THRESHOLD = 0.90
@@ -185,6 +188,14 @@ def sample(candidates: list[dict[str, Any]], cap: int, seed: int) -> list[dict[s
     return out
 
 
+def sample_merges(merges: list[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` of the engine's guarded merges drawn uniformly (fixed seed) from every unique
+    one, in pair id order, so the sample is the corpus's mix of languages and types."""
+    unique = sorted({p["pair_id"]: p for p in merges}.values(), key=lambda p: p["pair_id"])
+    chosen = random.Random(seed).sample(unique, min(n, len(unique)))
+    return sorted(chosen, key=lambda p: p["pair_id"])
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
@@ -278,6 +289,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--cap", type=int, default=CAP)
     s.add_argument("--seed", type=int, default=SEED)
+    m = sub.add_parser("sample-merges", help="draw guarded merges (from collect --guard)")
+    m.add_argument("--merges", type=Path, required=True)
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("-n", type=int, default=MERGES_SAMPLE)
+    m.add_argument("--seed", type=int, default=SEED)
+    j = sub.add_parser("build-merges", help="join labels to the drawn merges, write the file")
+    j.add_argument("--sample", type=Path, required=True)
+    j.add_argument("--labels", type=Path, required=True)
     b = sub.add_parser("build", help="join labels, write the data files")
     b.add_argument("--sample", type=Path, required=True)
     b.add_argument("--labels", type=Path, required=True)
@@ -294,6 +313,19 @@ def main(argv: list[str] | None = None) -> int:
             write_jsonl(pairs, args.out)
         print(json.dumps(counts(pairs, "language", "segment_type"), indent=1))
         print(f"{len(pairs)} unique candidate pairs -> {args.out}")
+    elif args.cmd == "sample-merges":
+        pairs = sample_merges(read_jsonl(args.merges), args.n, args.seed)
+        write_jsonl(pairs, args.out)
+        print(f"{len(pairs)} of {len(read_jsonl(args.merges))} guarded merges -> {args.out}")
+    elif args.cmd == "build-merges":
+        labels = read_labels(args.labels)
+        pairs = read_jsonl(args.sample)
+        missing = [p["pair_id"] for p in pairs if p["pair_id"] not in labels]
+        if missing:
+            raise SystemExit(f"every drawn merge needs a label; missing: {missing[:5]}")
+        write_jsonl([{**{k: p[k] for k in FIELDS}, "label": labels[p["pair_id"]][0],
+                      "reason": labels[p["pair_id"]][1]} for p in pairs], MERGES_FILE)
+        print(json.dumps(counts(read_jsonl(MERGES_FILE), "label"), indent=1))
     elif args.cmd == "sample":
         pairs = sample(read_jsonl(args.candidates), args.cap, args.seed)
         write_jsonl(pairs, args.out)

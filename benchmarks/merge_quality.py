@@ -17,6 +17,12 @@ as they stand in their document (``doc_id``, ``section``, the signatures of
 merge precision (genuine ÷ merged), genuine recall (genuine merged ÷ genuine), lost pairs
 merged, overall, per language and per segment type; the guard's refusal reasons per label.
 Targets (issue 44): precision ≥ 0.95, genuine recall ≥ 0.80, for the engine's guard.
+
+Beside the judged candidates, ``benchmarks/data/guarded_merges.jsonl`` holds 40 of the engine's
+own guarded merges drawn at random from the corpus (``python -m benchmarks.judged_pairs
+collect --guard``, then ``sample-merges``), each read and labelled the same way; the README
+prints them with both texts and the judgement (target: at least 38 genuine), and says how
+many of them the current rules still merge.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from .common import fmt, table
 TITLE = "Merge quality on judged pairs (issue 44)"
 DATA = Path(__file__).resolve().parent / "data"
 PAIRS_FILE = DATA / "judged_pairs.jsonl"
+MERGES_FILE = DATA / "guarded_merges.jsonl"
+MERGES_GENUINE_MIN = 38
 EMBEDDINGS_FILE = DATA / "judged_pairs_embeddings.parquet"
 THRESHOLD = 0.90
 EMBEDDERS = ("minilm", "m2v")
@@ -155,6 +163,35 @@ def evaluate(pairs: Sequence[dict[str, Any]], cosines: dict[str, np.ndarray],
     return out
 
 
+def _cell(text: str | None) -> str:
+    """A text as one Markdown table cell: line breaks shown as ⏎, pipes escaped."""
+    return (text or "").replace("|", "\\|").replace("\n", " ⏎ ")
+
+
+def sampled_merges_table(pairs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The drawn guarded merges with both texts and the reader's judgement, and whether the
+    current guard still merges each (the rules may have moved since the draw)."""
+    reasons = engine_reasons(pairs)
+    genuine = sum(p["label"] == "genuine" for p in pairs)
+    still = [r is None for r in reasons]
+    rows = [[p["pair_id"], f"{p['language']} {p['segment_type']}", _cell(p["text_a"]),
+             _cell(p["text_b"]), p["label"], p["reason"],
+             "yes" if ok else f"no ({r})"] for p, ok, r in zip(pairs, still, reasons,
+                                                              strict=True)]
+    verdict = "met" if genuine >= MERGES_GENUINE_MIN else "MISSED"
+    note = (f"{len(pairs)} merges drawn at random from the engine's guarded merges of the corpus; "
+            f"{genuine} judged genuine (target ≥ {MERGES_GENUINE_MIN}: {verdict}); "
+            f"{sum(still)} still merge under the current rules. A is the removed segment, B "
+            "its representative; ⏎ marks a line break. Texts: OpenTelemetry website docs, "
+            "CC-BY-4.0, © OpenTelemetry Authors (attribution in "
+            "`benchmarks/data/JUDGED_PAIRS.md`).")
+    table_ = table("Guarded merges sampled from the corpus, with the reader's judgement",
+                   ["pair", "lang / type", "A (removed)", "B (kept)", "judgement", "why",
+                    "merged now"], rows, note=note)
+    return table_, {"drawn": len(pairs), "genuine": genuine, "still_merged": sum(still),
+                    "target_genuine_min": MERGES_GENUINE_MIN, "verdict": verdict}
+
+
 def _ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
@@ -222,6 +259,10 @@ def run(quick: bool) -> dict[str, Any]:
     notes += [f"Genuine but refused ({r}): {p['pair_id']} [{p['language']} {p['segment_type']}]: "
               f"{p['reason']}" for p, r in genuine_refused[:EXAMPLES]]
     figures = {key: s["all"] for key, s in results.items()}
+    if MERGES_FILE.exists():
+        sampled, sample_figures = sampled_merges_table(load_pairs(MERGES_FILE))
+        tables.append(sampled)
+        figures["sampled_merges"] = sample_figures
     figures["by_group"] = {key: {f: s[f] for f in ("language", "segment_type")}
                            for key, s in results.items()}
     figures["targets"] = TARGETS

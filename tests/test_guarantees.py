@@ -8,6 +8,7 @@ bucket counts). Exact mode is also checked against a plain-Python greedy oracle.
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -184,18 +185,18 @@ def _sections_apart(frame: pl.DataFrame, i: int, j: int) -> bool:
 
 
 def _same_statement(frame: pl.DataFrame, i: int, j: int) -> bool:
-    """The two texts state the same facts and words (signatures equal, mentions aside)."""
-    from arrowdedup.facts import signature_arrays
+    """The same text, layout aside (case, punctuation, markup and white space), and no
+    lead-in (a text that introduces what follows it)."""
+    from arrowdedup.section_facts import LEAD_IN
 
-    rows = frame[[i, j]]
-    offsets, values = signature_arrays(
-        rows.get_column("text"), segment_type=rows.get_column("segment_type"),
-        language=rows.get_column("language") if "language" in rows.columns else None)
-    kinds = values >> np.uint64(60)
-    facts = [set(values[offsets[r]:offsets[r + 1]][(kinds[offsets[r]:offsets[r + 1]] > 0)
-                                                   & (kinds[offsets[r]:offsets[r + 1]] < 15)]
-                 .tolist()) for r in (0, 1)]
-    return facts[0] == facts[1]
+    def form(text: str) -> str | None:
+        if re.search(LEAD_IN, text):
+            return None
+        return re.sub(r"[\W_]+", " ", text.lower()).strip()
+
+    texts = frame.get_column("text")
+    a, b = form(texts[i]), form(texts[j])
+    return a is not None and a == b
 
 
 def check_no_concept_loss_and_boundaries(frame: pl.DataFrame, result: IngestionResult,

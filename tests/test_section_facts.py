@@ -15,7 +15,7 @@ from conftest import segments_frame, unit
 from arrowdedup import DedupConfig, IngestionConfig, LshMethod, Mode, RetrievalConfig, ingest
 from arrowdedup.facts import REASONS, conflict_reasons, fact_modes, signatures_of
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
-from arrowdedup.section_facts import LEAF, PREFIX, ROLE_SHIFT, ROOT, SECTION, section_facts
+from arrowdedup.section_facts import FORM, LEAF, PREFIX, ROLE_SHIFT, ROOT, SECTION, section_facts
 
 RNG = np.random.default_rng(44)
 BASE = unit(RNG.normal(size=24))
@@ -155,6 +155,29 @@ def test_tokens_fold_case_and_space_and_skip_rows_without_a_section() -> None:
     kinds = {int(t) >> 60 for t in tokens}
     roles = sorted((int(t) >> ROLE_SHIFT) & 3 for t in by_row[0])
     assert kinds == {SECTION} and roles == [ROOT, PREFIX, PREFIX, LEAF]
+    # With the texts, each row also gets the form of its text: layout folded, words kept.
+    rows, tokens = section_facts(pl.Series(["d"] * 3), pl.Series(["A > B", "A > C", "A"]),
+                                 pl.Series(["**Note:** Beta.", "note: beta", "Note: beta!"]))
+    forms = [int(t) for t in tokens if (int(t) >> ROLE_SHIFT) & 3 == FORM]
+    assert len(forms) == 3 and len(set(forms)) == 1
+    # A lead-in has no form: what it introduces differs from section to section.
+    rows, tokens = section_facts(pl.Series(["d"] * 2), pl.Series(["A > B", "A > C"]),
+                                 pl.Series(["Grant these permissions:",
+                                            "Grant the following permissions."]))
+    assert not [t for t in tokens if (int(t) >> ROLE_SHIFT) & 3 == FORM]
+
+
+def test_the_same_content_in_other_words_is_refused_across_sibling_sections() -> None:
+    # Equal content words ("debe" and "debes" share a stem) are not the same text: under two
+    # components' sections they are two statements.
+    texts = ["Grant the service account these permissions through a ClusterRole.",
+             "Grant your service account these permissions through a ClusterRole."]
+    frame = segments_frame(texts, [near(), near()], doc_id="k8s", salience=[0.9, 0.5],
+                           section=["Components > Receiver", "Components > Processor"])
+    rows = decisions(frame)
+    assert rows["s1"]["action"] == "kept" and rows["s1"]["guard_reason"] == "section"
+    same_section = frame.with_columns(pl.lit("Components > Receiver").alias("section"))
+    assert decisions(same_section)["s1"]["action"] == "merged_near"
 
 
 def test_extraction_stores_the_section_tokens(tmp_path) -> None:
