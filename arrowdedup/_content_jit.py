@@ -589,3 +589,38 @@ def list_marker_candidates(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
                 out[r] = True
                 break
     return out
+
+
+@numba.njit(inline="always")
+def _form_step(h1: int, h2: int, b: int) -> tuple[int, int]:
+    # Two 32-bit FNV-1a lanes with other primes: each product stays below 2⁶³, so the
+    # interpreted twin (Python ints) and Numba (int64) agree.
+    return ((h1 ^ b) * 0x01000193) & 0xFFFFFFFF, ((h2 ^ b) * 0x5BD1E995) & 0xFFFFFFFF
+
+
+@numba.njit(nogil=True, cache=True)
+def form_hashes(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The form of each of ``rows`` (:mod:`arrowdedup.section_facts`): a 58-bit hash of its
+    text (lower-cased by the caller) with every run of ASCII characters other than letters
+    and digits read as one space, and none at either end. Bytes outside ASCII are kept."""
+    out = np.zeros(rows.shape[0], dtype=np.uint64)
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        h1 = 0x811C9DC5
+        h2 = 0x9747B28C
+        started = False
+        gap = False
+        for i in range(offsets[r], offsets[r + 1]):
+            b = int(data[i])
+            if b < 0x80 and not (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122):
+                gap = started
+                continue
+            if gap:
+                h1, h2 = _form_step(h1, h2, 32)
+                gap = False
+            if 65 <= b <= 90:
+                b += 32
+            h1, h2 = _form_step(h1, h2, b)
+            started = True
+        out[k] = np.uint64((h1 << 26) ^ h2)
+    return out

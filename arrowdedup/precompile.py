@@ -110,8 +110,8 @@ _TEXT_FORMATS = frozenset({"markdown", "text", "html", "csv", "tsv"})
 
 def _warm_scanner() -> None:
     """The jitted fact scanner and guard (never their twins), with the columns extraction
-    gives them: segment types (a heading with a name, table rows, code), languages and
-    inline code terms."""
+    gives them: segment types (a heading with a name, table rows, code), languages, inline
+    code terms and sections (their texts' forms)."""
     from . import interpreted
     from .facts import fact_signatures
     from .hashing import JIT_MIN_ROWS
@@ -127,7 +127,10 @@ def _warm_scanner() -> None:
                                                dtype=pl.String),
                         language=pl.Series(["en"] * 4, dtype=pl.String),
                         code_terms=pl.Series([["retry_policy"], [], [], []],
-                                             dtype=pl.List(pl.String)))
+                                             dtype=pl.List(pl.String)),
+                        sections=(pl.Series(["doc"] * 4, dtype=pl.String),
+                                  pl.Series(["Guide > Setup", "Guide", None, "Guide > Plans"],
+                                            dtype=pl.String)))
 
 
 def _warm_text_hashes() -> None:

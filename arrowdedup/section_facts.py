@@ -17,7 +17,7 @@ content token; bits 58–59 tell them apart):
 - each *prefix* of its path (the first level, the first two, ..., the whole path);
 - its *leaf*: the whole path, flagged;
 - its *form*: the hash of its text with layout removed (letter case folded, every run of
-  punctuation, markup and white space made one space), unless the text introduces what
+  ASCII punctuation, markup and white space made one space), unless the text introduces what
   follows it (it ends with a colon, or says "the following", "below", "siguientes", "以下",
   ...: :data:`LEAD_IN`): a lead-in is about the list or code under it, which differs from
   section to section.
@@ -63,61 +63,81 @@ def _token(hashes: np.ndarray, role: int) -> np.ndarray:
             | (np.uint64(SECTION) << KIND_SHIFT)).astype(np.uint64)
 
 
+def _mix(doc: np.ndarray, path: np.ndarray | np.uint64) -> np.ndarray:
+    """One 64-bit hash of a document's hash and a path's (a SplitMix64 finaliser): the paths
+    are hashed once per distinct section, not once per document."""
+    x = doc ^ (path * np.uint64(0x9E3779B97F4A7C15))
+    x ^= x >> np.uint64(31)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    return x ^ (x >> np.uint64(29))  # type: ignore[no-any-return]
+
+
+def _codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """Each row's index into the distinct non-null values (first-seen order), and those
+    values; a null row gets the index one past the last."""
+    distinct = values.drop_nulls().unique(maintain_order=True)
+    index = pl.DataFrame({"v": distinct}).with_row_index("i")
+    codes = pl.DataFrame({"v": values}).join(index, on="v", how="left", maintain_order="left",
+                                            nulls_equal=False).get_column("i")
+    return codes.fill_null(distinct.len()).to_numpy().astype(np.int64), distinct
+
+
 def section_facts(doc_id: pl.Series, section: pl.Series, text: pl.Series | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """(row, token) pairs of the section tokens of each row whose ``section`` is set (rows in
-    row order, each row's tokens in any order; rows without a section have none); with
-    ``text``, each such row's form token too."""
+    """(row, token) pairs of the section tokens of each row whose ``section`` is set (in no
+    particular order; rows without a section have none); with ``text``, each such row's form
+    token too."""
     from .hashing import xxh64
 
     assert LOW_BITS >= _HASH_MASK  # the role bits sit inside the hash part of a value
-    n = section.len()
-    frame = pl.DataFrame({
-        "doc": doc_id.cast(pl.String).fill_null(""),
-        "levels": section.cast(pl.String).str.to_lowercase()
-        .str.replace_all(r"\s+", " ").str.strip_chars()
-        .str.split(LEVEL_SEPARATOR.strip()).list.eval(pl.element().str.strip_chars()
-                                                      .filter(pl.element() != "")),
-    }).with_row_index("row").filter(pl.col("levels").list.len() > 0)
-    if frame.height == 0:
+    ids, sections = _codes(section.cast(pl.String))
+    levels = sections.str.to_lowercase().str.replace_all(r"\s+", " ") \
+        .str.split(LEVEL_SEPARATOR.strip()) \
+        .list.eval(pl.element().str.strip_chars().filter(pl.element() != ""))
+    depth = np.append(levels.list.len().to_numpy().astype(np.int64), 0)[ids]
+    rows = np.flatnonzero(depth > 0)
+    if rows.size == 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint64)
-    frame = frame.with_columns(key=pl.concat_str(pl.col("doc"), pl.col("levels").list.join(_UNIT),
-                                                 separator=_UNIT))
-    # The tokens of each distinct (document, path) once: a document's segments share a few paths.
-    paths = frame.select("key", "doc", "levels").unique("key", maintain_order=True)
-    depth = paths.get_column("levels").list.len().to_numpy()
-    owners, parts = [np.arange(paths.height, dtype=np.int64)], [
-        _token(xxh64(paths.get_column("doc")), ROOT)]
-    for k in range(1, int(depth.max()) + 1):
-        at = np.flatnonzero(depth >= k)
-        keys = paths[at].select(pl.concat_str(
-            pl.col("doc"), pl.col("levels").list.slice(0, k).list.join(_UNIT),
-            separator=_UNIT)).to_series()
-        hashes = xxh64(keys)
-        owners.append(at.astype(np.int64))
+    docs, doc_values = _codes(doc_id.cast(pl.String).fill_null("").gather(rows))
+    doc_hash = xxh64(doc_values)[docs]
+    # The hash of each distinct path's first k levels, one column per k.
+    most = int(depth.max())
+    prefix = np.zeros((sections.len() + 1, most), dtype=np.uint64)
+    for k in range(1, most + 1):
+        sliced = levels.list.slice(0, k)
+        whole = (sliced.list.len() == k).to_numpy()
+        prefix[np.flatnonzero(whole), k - 1] = xxh64(sliced.filter(pl.Series(whole))
+                                                     .list.join(_UNIT))
+    owners, parts = [rows], [_token(_mix(doc_hash, np.uint64(0)), ROOT)]
+    sec, d = ids[rows], depth[rows]
+    for k in range(1, most + 1):
+        at = np.flatnonzero(d >= k)
+        hashes = _mix(doc_hash[at], prefix[sec[at], k - 1])
+        owners.append(rows[at])
         parts.append(_token(hashes, PREFIX))
-        last = depth[at] == k
-        owners.append(at[last].astype(np.int64))
+        last = d[at] == k
+        owners.append(rows[at][last])
         parts.append(_token(hashes[last], LEAF))
-    owner = np.concatenate(owners)
-    by_path = np.argsort(owner, kind="stable")
-    tokens = np.concatenate(parts)[by_path]
-    starts = np.searchsorted(owner[by_path], np.arange(paths.height + 1))
-    # Each row takes its path's tokens.
-    row_path = frame.select("key").join(paths.select("key").with_row_index("path"), on="key",
-                                        how="left", maintain_order="left"
-                                        ).get_column("path").to_numpy().astype(np.int64)
-    counts = np.diff(starts)[row_path]
-    rows = np.repeat(frame.get_column("row").to_numpy().astype(np.int64), counts)
-    ends = np.cumsum(counts)
-    take = np.repeat(starts[row_path] - (ends - counts), counts) + np.arange(ends[-1])
-    rows, tokens = rows, tokens[take]
+    rows_out, tokens = np.concatenate(owners), np.concatenate(parts)
     if text is None:
-        return rows, tokens
-    at = frame.get_column("row").to_numpy().astype(np.int64)
-    texts = text.gather(at).cast(pl.String).fill_null("")
-    keep = ~texts.str.contains(LEAD_IN).fill_null(False).to_numpy().astype(bool)
-    forms = texts.filter(pl.Series(keep)).str.to_lowercase() \
-        .str.replace_all(r"[\W_]+", " ").str.strip_chars()
-    return (np.concatenate([rows, at[keep]]),
-            np.concatenate([tokens, _token(xxh64(forms), FORM)]))
+        return rows_out, tokens
+    texts = text.cast(pl.String).fill_null("")
+    keep = rows[~texts.gather(rows).str.contains(LEAD_IN).fill_null(False).to_numpy()
+                .astype(bool)]
+    return (np.concatenate([rows_out, keep]),
+            np.concatenate([tokens, _token(_forms(texts, keep), FORM)]))
+
+
+def _forms(texts: pl.Series, rows: np.ndarray) -> np.ndarray:
+    """Form hashes of ``rows`` of ``texts`` (:func:`arrowdedup._content_jit.form_hashes`)."""
+    from . import interpreted
+    from .facts import TWIN_MAX_BYTES
+    from .hashing import _buffers
+
+    lowered = texts.gather(rows).str.to_lowercase()
+    offsets, data = _buffers(lowered.to_arrow())
+    forms = interpreted.module("arrowdedup._content_jit", int(offsets[-1] - offsets[0]),
+                               TWIN_MAX_BYTES)
+    with interpreted.quiet():
+        return forms.form_hashes(offsets, data,  # type: ignore[no-any-return]
+                                 np.arange(rows.shape[0], dtype=np.int64))

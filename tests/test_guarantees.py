@@ -185,14 +185,14 @@ def _sections_apart(frame: pl.DataFrame, i: int, j: int) -> bool:
 
 
 def _same_statement(frame: pl.DataFrame, i: int, j: int) -> bool:
-    """The same text, layout aside (case, punctuation, markup and white space), and no
+    """The same text, layout aside (case, ASCII punctuation, markup and white space), and no
     lead-in (a text that introduces what follows it)."""
     from arrowdedup.section_facts import LEAD_IN
 
     def form(text: str) -> str | None:
         if re.search(LEAD_IN, text):
             return None
-        return re.sub(r"[\W_]+", " ", text.lower()).strip()
+        return re.sub(r"[\x00-\x2f\x3a-\x60\x7b-\x7f]+", " ", text.lower()).strip()
 
     texts = frame.get_column("text")
     a, b = form(texts[i]), form(texts[j])

@@ -194,3 +194,21 @@ def test_extraction_stores_the_section_tokens(tmp_path) -> None:
     stored = signature_column_arrays(frame.get_column("fact_signature"))
     again = signatures_of(frame)
     assert np.array_equal(stored[0], again[0]) and np.array_equal(stored[1], again[1])
+
+
+def test_form_hashes_twin_and_kernel_agree() -> None:
+    from arrowdedup import interpreted
+    from arrowdedup._content_jit import form_hashes
+    from arrowdedup.hashing import _buffers
+
+    texts = pl.Series(["**Note:** This  page", "note this page", "  note -- this page!! ",
+                       "Note: this pages", "Ünïcode：テキスト", "ünïcode：テキスト", "", "a_b"])
+    offsets, data = _buffers(texts.str.to_lowercase().to_arrow())
+    rows = np.arange(texts.len(), dtype=np.int64)
+    jitted = form_hashes(offsets, data, rows)
+    with interpreted.quiet():
+        twin = interpreted.twin("arrowdedup._content_jit").form_hashes(offsets, data, rows)
+    assert np.array_equal(jitted, twin)
+    assert jitted[0] == jitted[1] == jitted[2] and jitted[3] != jitted[0]
+    assert jitted[4] == jitted[5] and jitted[7] != jitted[6]
+    assert int(jitted.max()) < 1 << 58
