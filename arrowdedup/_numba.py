@@ -11,15 +11,28 @@ from this thread alone; when ``scipy.linalg`` is already imported nothing is hid
 
 The interpreted twins (:mod:`arrowdedup.interpreted`) never import this module: their
 ``from ._numba import numba`` gets the stand-in numba instead.
+
+Numba's cache is checked per source file: a cached kernel is reloaded while its own file is
+unchanged, even when a jitted function of another file that it calls (and compiled into
+itself) has changed. The guard's ``conflict`` lives in ``_facts_jit.py`` and is compiled into
+the greedy kernels of ``_kernels_jit.py``, the blocked kernel and LSH: after an edit of the
+guard, or an upgrade over a kept cache, those kernels ran the old rule. So on first import
+this module stamps each cache directory of the package's jitted files with a digest of all of
+them (their sizes and modification times, what Numba itself compares); where the stamp
+differs, the package's cache files there are removed, and the kernels compile afresh.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 import numba
@@ -56,3 +69,63 @@ def _load_numpy_support() -> None:
 
 
 _load_numpy_support()
+
+_PACKAGE = Path(__file__).resolve().parent
+_STAMP = "arrowdedup-jit.stamp"
+_MARK = "_numba import numba"
+
+
+def _jitted_sources() -> list[Path]:
+    """The package's files that define jitted functions (they import this module)."""
+    found = []
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        with contextlib.suppress(OSError):
+            if _MARK in path.read_text(encoding="utf-8", errors="replace"):
+                found.append(path)
+    return found
+
+
+def _probe() -> None:
+    """A function for Numba's cache locators, which need one to say where a file's cache is."""
+
+
+def _cache_dir(source: Path) -> Path | None:
+    """Where Numba caches the functions of ``source`` (its own choice of locator)."""
+    from numba.core.caching import CacheImpl
+
+    for locator in CacheImpl._locator_classes:
+        found = locator.from_function(_probe, str(source))
+        if found is not None:
+            return Path(found.get_cache_path())
+    return None
+
+
+def _drop_stale_caches() -> None:
+    sources = _jitted_sources()
+    digest = hashlib.sha256()
+    for path in sources:
+        st = path.stat()
+        digest.update(f"{path.relative_to(_PACKAGE)}\0{st.st_size}\0{st.st_mtime_ns}\n"
+                      .encode())
+    stamp = digest.hexdigest()
+    by_dir: dict[Path, list[str]] = {}
+    for path in sources:
+        where = _cache_dir(path)
+        if where is not None:
+            by_dir.setdefault(where, []).append(path.stem)
+    for where, stems in by_dir.items():
+        marker = where / _STAMP
+        with contextlib.suppress(OSError):
+            if marker.read_text(encoding="ascii") == stamp:
+                continue
+        for entry in where.iterdir() if where.is_dir() else ():
+            if entry.suffix in (".nbi", ".nbc") and entry.name.split(".", 1)[0] in stems:
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+        with contextlib.suppress(OSError):
+            tmp = where / f"{_STAMP}.{os.getpid()}"
+            tmp.write_text(stamp, encoding="ascii")
+            tmp.replace(marker)
+
+
+_drop_stale_caches()

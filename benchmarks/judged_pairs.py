@@ -21,6 +21,17 @@ Commands (run from the project root; nothing is written inside the repository ex
   ``benchmarks/data/judged_pairs.jsonl`` and ``judged_pairs_embeddings.parquet`` (both texts
   embedded by MiniLM and by the bundled Model2Vec model).
 
+The engine's own merges are drawn and read the same way (issue 44: 40 randomly sampled guarded
+merges printed with their judgement):
+
+- ``python -m benchmarks.judged_pairs collect --guard --languages bn,en,es,fr,ja,ko,pl,pt,ro,uk,zh
+  --out SCRATCH/guarded.jsonl`` lists every unique merge of the whole corpus with the default
+  rules (fact guard on);
+- ``python -m benchmarks.judged_pairs sample-merges --merges SCRATCH/guarded.jsonl --out
+  SCRATCH/drawn.jsonl`` draws 40 of them uniformly (fixed seed);
+- ``python -m benchmarks.judged_pairs build-merges --sample SCRATCH/drawn.jsonl --labels
+  LABELS.tsv`` writes ``benchmarks/data/guarded_merges.jsonl``.
+
 This module is a data tool, not a timed benchmark (no ``run``); the measurement is
 :mod:`benchmarks.merge_quality`.
 """

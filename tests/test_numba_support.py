@@ -53,3 +53,31 @@ def test_only_the_loading_thread_is_refused_scipy_linalg() -> None:
     other.start()
     other.join()
     assert seen == [None]
+
+
+def test_a_changed_jitted_source_clears_the_package_caches(tmp_path) -> None:
+    """A kernel compiled with another file's jitted function (the guard's ``conflict``) is
+    reloaded by Numba while its own file is unchanged; the stamp clears the package's cache
+    files wherever the jitted sources changed since they were written."""
+    import os
+    from pathlib import Path
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    where = "from arrowdedup import _numba; print(_numba._cache_dir(_numba._jitted_sources()[0]))"
+    first = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True,
+                           env=env, timeout=300, check=True)
+    cache = Path(first.stdout.strip())
+    stamp = cache / _numba._STAMP
+    assert cache.is_relative_to(tmp_path) and stamp.is_file()
+    stale = cache / "_kernels_jit.greedy_numba-96.py311.nbi"
+    other = cache / "someone_else.f-1.py311.nbi"  # not the package's: kept
+    stale.write_bytes(b"old")
+    other.write_bytes(b"theirs")
+    subprocess.run([sys.executable, "-c", where], env=env, timeout=300, check=True,
+                   capture_output=True)
+    assert stale.exists(), "an unchanged stamp keeps the cache"
+    stamp.write_text("a digest of other sources", encoding="ascii")
+    subprocess.run([sys.executable, "-c", where], env=env, timeout=300, check=True,
+                   capture_output=True)
+    assert not stale.exists() and other.exists()
+    assert stamp.read_text(encoding="ascii") != "a digest of other sources"
