@@ -123,6 +123,8 @@ _LOW = LOW
 _NEGATION = 7
 _CONTENT, _ALIAS, _ROLE, _ORDER = 8, 9, 10, 11
 _CODE_COMMAND, _CODE_NOTE = 13, 14
+# The one token of kind 12: the segment introduces what follows it (content_words.LEAD_TOKEN).
+_LEAD = np.uint64((12 << 60) | 1)
 # Section tokens (:mod:`arrowdedup.section_facts`): the last kind; bits 58-59 root, prefix,
 # leaf, form.
 _SECTION = 15
@@ -296,6 +298,11 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
     k = _missing(values, b0, b1, a0, a1, strict, strict)
     if k != 0:
         return k
+    if _has(values, a0, a1, _LEAD) and _has(values, b0, b1, _LEAD):
+        # A lead-in ("... as follows:") says what the block after it says, which the pair
+        # does not show: into another lead-in it merges only as the same statement (equal
+        # signatures, above); a representative that goes on past the colon may hold it.
+        return CONTENT_REASON
     if _uncovered(values, a0, a1, b0, b1) or (strict and _uncovered(values, b0, b1, a0, a1)):
         return CONTENT_REASON
     return _section_reason(values, a0, a1, b0, b1)

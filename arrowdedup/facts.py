@@ -546,6 +546,7 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     extra = [part for part in (_cell_facts(offsets, data, kinds, scanner),
                                _term_facts(code_terms, n)) if part is not None]
     extra += content_parts(text, segment_type=kinds, language=language, skip=modes == OFF)
+    extra.append(_lead_part(text, (modes == OFF) | code))
     if sections is not None:
         extra.append(_section_part(*sections, text))
     if not extra:
@@ -777,6 +778,16 @@ def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     rows, tokens = _section_part(*sections, frame.get_column("text"))
     return _with_facts(offsets, values, frame.height, [(rows, tokens)]) if rows.size \
         else (offsets, values)
+
+
+def _lead_part(text: pl.Series, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lead-in token of each prose row that introduces what follows it."""
+    from .content_words import LEAD_TOKEN
+    from .section_facts import LEAD_IN
+
+    lead = text.str.contains(LEAD_IN).fill_null(False).to_numpy().astype(bool) & ~skip
+    rows = np.flatnonzero(lead).astype(np.int64)
+    return rows, np.full(rows.shape[0], LEAD_TOKEN, dtype=np.uint64)
 
 
 def _section_part(doc_id: pl.Series, section: pl.Series, text: pl.Series

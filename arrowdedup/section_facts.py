@@ -17,18 +17,21 @@ content token; bits 58–59 tell them apart):
 - each *prefix* of its path (the first level, the first two, ..., the whole path);
 - its *leaf*: the whole path, flagged;
 - its *form*: the hash of its text with layout removed (letter case folded, every run of
-  ASCII punctuation, markup and white space made one space), unless the text introduces what
-  follows it (it ends with a colon, or says "the following", "below", "siguientes", "以下",
-  ...: :data:`LEAD_IN`): a lead-in is about the list or code under it, which differs from
-  section to section.
+  ASCII punctuation, markup and white space made one space), when the document writes that
+  form in :data:`BOILERPLATE_SECTIONS` sections or more (boilerplate is what a document
+  repeats throughout), and unless the text introduces what follows it (it ends with a colon,
+  or says "the following", "below", "siguientes", "以下", ...: :data:`LEAD_IN`): a lead-in is
+  about the list or code under it, which differs from section to section.
 
 The guard (:func:`arrowdedup._facts_jit.conflict`) refuses a merge, reason ``section``, when both
 segments have a section in the same document and neither one's path is a prefix of the other's
 (the leaf of one is not among the prefixes of the other), unless the two texts have the same
-form: the same words in the same order, layout aside, which is what a repeated notice or a
-navigation line is (a lead-in has no form: on the judged pairs, the lead-ins repeated across
-sibling sections, "... the following permissions via a ClusterRole.", all introduced
-different things). Running headers and footers are ``page_furniture``, which the guard never
+form: the same words in the same order, layout aside, repeated throughout the document, which
+is what a repeated notice or a navigation line is. A text said in two sibling sections is a
+statement about each ("Select Create pull request." under the browser workflow and the local
+one, "See Distributed tracing." under two glossary terms), and a lead-in has no form: on the
+judged pairs, the lead-ins repeated across sibling sections ("... the following permissions
+via a ClusterRole.") all introduced different things. Running headers and footers are ``page_furniture``, which the guard never
 looks at, and exact copies drop before any guard. Equal content tokens are not enough: "debe
 otorgar" and "debes otorgar" (one stem) under two components' sections, or "Replace index.php"
 and "Replace the index.php file" introducing two sections' code, are statements about two
@@ -49,6 +52,8 @@ LEVEL_SEPARATOR = " > "
 ROOT, PREFIX, LEAF, FORM = 0, 1, 2, 3
 ROLE_SHIFT = 58
 _HASH_MASK = np.uint64((1 << ROLE_SHIFT) - 1)
+# A text written in this many sections of its document, or more, is boilerplate there.
+BOILERPLATE_SECTIONS = 3
 _UNIT = "\x1f"  # joins the document and the levels in a hashed key: no heading holds it
 # Words that say a text introduces what follows it, in the languages of the function-word
 # lists (whole words; the scripts without spaces as substrings).
@@ -122,10 +127,17 @@ def section_facts(doc_id: pl.Series, section: pl.Series, text: pl.Series | None 
     if text is None:
         return rows_out, tokens
     texts = text.cast(pl.String).fill_null("")
-    keep = rows[~texts.gather(rows).str.contains(LEAD_IN).fill_null(False).to_numpy()
-                .astype(bool)]
-    return (np.concatenate([rows_out, keep]),
-            np.concatenate([tokens, _token(_forms(texts, keep), FORM)]))
+    plain = ~texts.gather(rows).str.contains(LEAD_IN).fill_null(False).to_numpy().astype(bool)
+    keep = rows[plain]
+    forms = _forms(texts, keep)
+    # Boilerplate is what a document repeats throughout: a form keeps its token only where
+    # the document writes it in BOILERPLATE_SECTIONS sections or more.
+    leaf = prefix[ids[keep], depth[keep] - 1]  # the path, folded as the tokens fold it
+    spread = pl.DataFrame({"doc": docs[plain], "form": forms, "section": leaf}).select(
+        pl.col("section").n_unique().over("doc", "form")).to_series().to_numpy()
+    common = spread >= BOILERPLATE_SECTIONS
+    return (np.concatenate([rows_out, keep[common]]),
+            np.concatenate([tokens, _token(forms[common], FORM)]))
 
 
 def _forms(texts: pl.Series, rows: np.ndarray) -> np.ndarray:

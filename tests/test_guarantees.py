@@ -196,7 +196,13 @@ def _same_statement(frame: pl.DataFrame, i: int, j: int) -> bool:
 
     texts = frame.get_column("text")
     a, b = form(texts[i]), form(texts[j])
-    return a is not None and a == b
+    if a is None or a != b:
+        return False
+    # Boilerplate: the document writes it in three sections or more.
+    doc = frame.get_column("doc_id")[i]
+    sections = {tuple(_levels(s)) for d, t, s in frame.select("doc_id", "text", "section").iter_rows()
+                if d == doc and _levels(s) and form(t) == a}
+    return len(sections) >= 3
 
 
 def check_no_concept_loss_and_boundaries(frame: pl.DataFrame, result: IngestionResult,

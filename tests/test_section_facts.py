@@ -27,8 +27,8 @@ def near(scale: float = 1e-3) -> np.ndarray:
 
 def providers() -> pl.DataFrame:
     """The protocols case: sibling provider sections say the same kind of sentence, the most
-    salient one adds a protocol; the parent section's lead-in repeats it; two sibling sections
-    carry the same notice in two layouts."""
+    salient one adds a protocol; its subsection repeats it; three sibling sections carry the
+    same notice in three layouts (boilerplate)."""
     rows = [
         ("Providers > Alpha", "Supported protocols are HTTP and gRPC.", 0.5),
         ("Providers > Beta", "Supported protocols are HTTP and gRPC, all encrypted.", 0.5),
@@ -38,6 +38,7 @@ def providers() -> pl.DataFrame:
          "Supported protocols are HTTP, gRPC and Kafka, all encrypted!", 0.4),
         ("Providers > Alpha", "Note: this provider is in beta.", 0.6),
         ("Providers > Beta", "**Note:** This provider is in beta.", 0.5),
+        ("Providers > Gamma", "Note:  this provider is in beta!", 0.5),
     ]
     return segments_frame([t for _, t, _ in rows], [near() for _ in rows],
                           doc_id="guide", salience=[s for _, _, s in rows],
@@ -63,10 +64,31 @@ def test_a_section_merges_into_the_one_that_contains_it() -> None:
     assert rows["s3"]["action"] == "merged_near" and rows["s3"]["representative_id"] == "s2"
 
 
-def test_the_same_words_merge_across_sibling_sections() -> None:
-    # A repeated notice in another layout (markup, a capital at the sentence start).
+def test_boilerplate_merges_across_sibling_sections() -> None:
+    # A notice the document repeats in three sections, in other layouts (markup, case).
     rows = decisions(providers())
-    assert rows["s5"]["action"] == "merged_near" and rows["s5"]["representative_id"] == "s4"
+    for seg in ("s5", "s6"):
+        assert rows[seg]["action"] == "merged_near" and rows[seg]["representative_id"] == "s4"
+    # Said in two sections only, the same words are two statements, one about each.
+    two = providers().filter(pl.col("segment_id") != "s6")
+    assert decisions(two)["s5"]["action"] == "kept"
+
+
+def test_a_lead_in_merges_into_another_only_as_the_same_statement() -> None:
+    # What a lead-in says is the block after it: "the final file looks like this:" and "the
+    # file looks like this:" introduce two versions of a file.
+    texts = ["The final model.go file looks like this:", "The model.go file looks like this:",
+             "The model.go file looks like this :", "The model.go file looks like this"]
+    frame = segments_frame(texts, [near() for _ in texts], doc_id="tutorial",
+                           salience=[0.9, 0.8, 0.7, 0.6])
+    rows = decisions(frame)
+    assert rows["s1"]["action"] == "kept" and rows["s1"]["guard_reason"] == "content"
+    assert rows["s2"]["action"] == "merged_near" and rows["s2"]["representative_id"] == "s1"
+    assert rows["s3"]["action"] == "merged_near"  # not a lead-in: B may say more
+    # Into a text that goes on past its colon, a lead-in merges: B may hold its block.
+    frame = segments_frame(["Ports:\nPort 8080 serves the API.", "Ports:"],
+                           [near(), near()], doc_id="tutorial", salience=[0.9, 0.5])
+    assert decisions(frame)["s1"]["action"] == "merged_near"
 
 
 def test_boost_counts_only_the_merges_that_pass() -> None:
@@ -97,7 +119,7 @@ def test_fact_guard_off_is_cosine_only_with_or_without_sections() -> None:
 def test_other_documents_are_never_apart_by_section() -> None:
     # Retrieval meets results of many documents: the rule compares one document's sections.
     frame = providers().with_columns(
-        pl.Series("doc_id", ["a", "b", "c", "c", "a", "b"])).sort(
+        pl.Series("doc_id", ["a", "b", "c", "c", "a", "b", "c"])).sort(
         "salience", descending=True, maintain_order=True)
     offsets, values = signatures_of(frame)
     modes = fact_modes(frame.get_column("segment_type"), frame.height)
@@ -114,7 +136,7 @@ def test_dedupe_ranked_applies_the_rule_inside_one_document() -> None:
     ranked = providers().sort("salience", descending=True, maintain_order=True)
     cfg = DedupConfig(retrieval=RetrievalConfig(similarity_threshold=0.9))
     kept = dedupe_ranked(ranked, cfg)["segment_id"].to_list()
-    assert {"s0", "s1", "s2", "s4"} <= set(kept) and "s3" not in kept and "s5" not in kept
+    assert {"s0", "s1", "s2", "s4"} <= set(kept) and not {"s3", "s5", "s6"} & set(kept)
     many_docs = ranked.with_columns(pl.Series("doc_id", [f"d{i}" for i in range(ranked.height)]))
     assert dedupe_ranked(many_docs, cfg)["segment_id"].to_list() == ["s2", "s4"]
 
@@ -160,6 +182,10 @@ def test_tokens_fold_case_and_space_and_skip_rows_without_a_section() -> None:
                                  pl.Series(["**Note:** Beta.", "note: beta", "Note: beta!"]))
     forms = [int(t) for t in tokens if (int(t) >> ROLE_SHIFT) & 3 == FORM]
     assert len(forms) == 3 and len(set(forms)) == 1
+    # In two sections only, a text is no boilerplate: no form.
+    rows, tokens = section_facts(pl.Series(["d"] * 3), pl.Series(["A > B", "A > C", "a > c"]),
+                                 pl.Series(["**Note:** Beta.", "note: beta", "Note: beta!"]))
+    assert not [t for t in tokens if (int(t) >> ROLE_SHIFT) & 3 == FORM]
     # A lead-in has no form: what it introduces differs from section to section.
     rows, tokens = section_facts(pl.Series(["d"] * 2), pl.Series(["A > B", "A > C"]),
                                  pl.Series(["Grant these permissions:",
