@@ -375,12 +375,18 @@ def kept_rows(frame: pl.DataFrame, mask: np.ndarray, emb: Embeddings | None) -> 
     from ._vectors_jit import gather_rows_numba
 
     matrix = emb.matrix
-    rows = np.flatnonzero(mask)
-    # Allocated by NumPy, which asks the kernel for huge pages on large arrays (Numba's
-    # allocator does not): a fraction of the page faults of the ~0.8 GB buffer; inside a
-    # job, lent from its scratch pool (no fresh pages after the first buckets).
-    values = scratch.empty((rows.shape[0], matrix.shape[1]), dtype=np.float32)
-    gather_rows_numba(matrix, rows, values)
+    if mask.all():
+        # Every row kept: the matrix holds the column's values already. A copy of it was a
+        # third copy of a large document's embeddings at its bucket's peak (with the rows
+        # read and the file written).
+        values = matrix
+    else:
+        rows = np.flatnonzero(mask)
+        # Allocated by NumPy, which asks the kernel for huge pages on large arrays (Numba's
+        # allocator does not): a fraction of the page faults of the ~0.8 GB buffer; inside a
+        # job, lent from its scratch pool (no fresh pages after the first buckets).
+        values = scratch.empty((rows.shape[0], matrix.shape[1]), dtype=np.float32)
+        gather_rows_numba(matrix, rows, values)
     embedding = pl.Series(column, pa.FixedSizeListArray.from_arrays(
         pa.array(values.reshape(-1)), int(dtype.size)))
     index = frame.columns.index(column)

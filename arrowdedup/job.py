@@ -1260,9 +1260,9 @@ def documents_stream(docs: Documents) -> BatchStream:
 
     def batches(frame: pl.DataFrame, whole: pa.Table | None, vectors: np.ndarray,
                 inverse: np.ndarray) -> Iterator[pa.RecordBatch]:
-        for start in range(0, frame.height, PARTITION_BATCH):
-            part = frame.slice(start, PARTITION_BATCH).to_arrow() if whole is None \
-                else whole.slice(start, PARTITION_BATCH)
+        for start in range(0, frame.height, DOCUMENTS_BATCH):
+            part = frame.slice(start, DOCUMENTS_BATCH).to_arrow() if whole is None \
+                else whole.slice(start, DOCUMENTS_BATCH)
             rows = inverse[start: start + part.num_rows]
             values = pa.array(vectors[rows].reshape(-1), type=field.type.value_type)
             column = pa.FixedSizeListArray.from_arrays(values, type=field.type)
@@ -1278,6 +1278,12 @@ def documents_stream(docs: Documents) -> BatchStream:
 # and at 1.60 GB streamed (with the pool and partition reads of the same commit). Small
 # runs stay in memory, where partitioning would only add file writes.
 STREAM_DOCUMENTS_BYTES = 128 << 20
+# Rows of a streamed documents batch. Each batch is built (its texts converted, its vectors
+# gathered) while the previous one is still being partitioned, beside every segment and
+# vector of the run: at PARTITION_BATCH (64k) rows that phase peaked at 1.60 GB for the
+# corpus + four large files run of benchmarks/hostile_input, at 16k rows 1.36 GB. The batch
+# size does not reach the store: a bucket is read back as one table.
+DOCUMENTS_BATCH = 16 * 1024
 
 
 # ----------------------------------------------------------------------------- the job

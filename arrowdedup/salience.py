@@ -124,7 +124,11 @@ def _centrality(doc_codes: np.ndarray, n_docs: int, matrix: np.ndarray, usable: 
     return out
 
 
-_CHUNK_ROWS = 16_384
+# 4k rows: a chunk's float64 unit rows and their gathered document means were ~100 MB of
+# transient memory at 16k rows (256 dimensions), and the two largest buckets of
+# benchmarks/hostile_input's corpus + four large files run score their salience at once.
+# The values do not depend on it (rows are summed in order; each row's cosine is its own).
+_CHUNK_ROWS = 4_096
 
 
 class DefaultSalience:

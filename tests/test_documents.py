@@ -118,6 +118,7 @@ def test_a_streamed_run_writes_the_store_of_one_held_in_memory(tmp_path, m2v, mo
             "\n\n".join(f"Paragraph {k} of part {i} says {k * 7 % 13} things." for k in range(40)),
             encoding="utf-8")
     monkeypatch.setattr(job_module, "PARTITION_BATCH", 50)
+    monkeypatch.setattr(job_module, "DOCUMENTS_BATCH", 50)
     monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 1 << 40)
     held = ingest_to_store(docs, tmp_path / "held", embedder=m2v, quiet=True, buckets=4)
     streams: list[object] = []
@@ -155,6 +156,7 @@ def test_a_streamed_run_takes_a_dictionary_column_whole(tmp_path, m2v, monkeypat
                               dtype=pl.Categorical),
     }).write_parquet(folder / "seg.parquet")
     monkeypatch.setattr(job_module, "PARTITION_BATCH", 50)
+    monkeypatch.setattr(job_module, "DOCUMENTS_BATCH", 50)
     monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 1 << 40)
     ingest_to_store(folder, tmp_path / "held", embedder=m2v, quiet=True, buckets=2)
     monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 0)

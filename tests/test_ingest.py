@@ -320,11 +320,11 @@ def test_kept_rows_parallel_gather_equals_filter() -> None:
         "embedding": rng.standard_normal((n, d), dtype=np.float32),
         "text": [f"t{i}" for i in range(n)],
     }).with_columns(pl.col("embedding").cast(pl.Array(pl.Float32, d)))
-    mask = rng.random(n) < 0.5
-    got = ingest_mod.kept_rows(frame, mask, embeddings_from(frame))
-    want = frame.filter(pl.Series(mask))
-    assert got.schema == want.schema
-    assert got.equals(want)
+    for mask in (rng.random(n) < 0.5, np.ones(n, dtype=bool)):  # every row kept: no copy
+        got = ingest_mod.kept_rows(frame, mask, embeddings_from(frame))
+        want = frame.filter(pl.Series(mask))
+        assert got.schema == want.schema
+        assert got.equals(want)
 
 
 def test_kept_frame_of_a_chunked_input_equals_the_single_chunk_one() -> None:
@@ -363,3 +363,25 @@ def test_boost_fraction_looks_up_the_formula_of_each_count(decay: str) -> None:
     np.testing.assert_allclose(boost_fraction(counts, cfg), np.where(c > 0, formula, 0.0),
                                rtol=0, atol=1e-15)
     assert boost_fraction(np.empty(0, np.int64), cfg).shape == (0,)
+
+
+def test_centrality_does_not_depend_on_its_row_chunks(monkeypatch) -> None:
+    """The salience centrality is computed in row chunks (memory); any chunk size gives the
+    same bits: rows are summed in order and each row's cosine is its own."""
+    import numpy as np
+
+    from arrowdedup import salience
+    from arrowdedup.vectors import Embeddings
+
+    rng = np.random.default_rng(11)
+    n, d = 5_000, 32
+    matrix = rng.standard_normal((n, d)).astype(np.float32)
+    matrix[::97] = 0.0  # unusable rows
+    usable = np.abs(matrix).sum(axis=1) > 0
+    emb = Embeddings(matrix, np.ones(n, dtype=bool), usable, d)
+    codes = np.sort(rng.integers(0, 7, n))
+    want = salience.centrality(codes, 7, emb)
+    for rows in (1, 333, 4_096, 1 << 20):
+        monkeypatch.setattr(salience, "_CHUNK_ROWS", rows)
+        got = salience.centrality(codes, 7, emb)
+        assert np.array_equal(got.view(np.uint64), want.view(np.uint64))

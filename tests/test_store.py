@@ -263,6 +263,53 @@ def test_large_files_are_written_through_one_reused_image(tmp_path: Path) -> Non
     assert (pool.allocated, pool.reused) == (1, 2)
 
 
+@pytest.mark.parametrize("refuse", ["none", "open", "write"])
+@pytest.mark.parametrize("rows", [0, 1, 700, 5_000])
+def test_large_tables_written_through_a_window_match_an_image(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int, refuse: str) -> None:
+    """A table past WINDOWED_MIN_BYTES is written window by window: the same bytes and the
+    same manifest entry (checksum, size, block digests) as the whole image gives, where
+    O_DIRECT is taken, refused on open or refused on the first write."""
+    from arrowdedup.store import writer
+
+    vectors = np.random.default_rng(rows).standard_normal((rows, 384), dtype=np.float32)
+    table = pa.table({"embedding": pa.FixedSizeListArray.from_arrays(
+        pa.array(vectors.reshape(-1)), 384), "n": np.arange(rows)})
+    expected = writer.write_data_entry(tmp_path / "image.arrow", table)
+    direct = getattr(os, "O_DIRECT", 0)
+    real_open, real_write = os.open, os.write
+
+    def refuse_open(path: str, flags: int, *args: int) -> int:
+        if flags & direct:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    def refuse_write(fd: int, data: memoryview) -> int:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & direct:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, data)
+
+    if refuse == "open" and direct:
+        monkeypatch.setattr(os, "open", refuse_open)
+    if refuse == "write" and direct:
+        monkeypatch.setattr(os, "write", refuse_write)
+    # A small window, so a file spans several of them and ends mid-window.
+    monkeypatch.setattr(writer, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(writer, "WINDOWED_MIN_BYTES", 0)
+    monkeypatch.setattr(writer, "WINDOW_BYTES", 4 * atomic.DIRECT_BLOCK * 64)
+    windows: list[atomic.WindowedFile] = []
+    monkeypatch.setattr(writer, "WindowedFile", lambda *a: windows.append(
+        atomic.WindowedFile(*a)) or windows[-1])
+    pool = ScratchPool(min_bytes=0)
+    entry = writer.write_data_entry(tmp_path / "windowed.arrow", table, pool)
+    monkeypatch.undo()
+    assert len(windows) == 1 and windows[0].closed
+    assert (tmp_path / "windowed.arrow").read_bytes() == \
+        (tmp_path / "image.arrow").read_bytes()
+    assert entry == expected
+    assert entry["bytes"] == (tmp_path / "windowed.arrow").stat().st_size
+
+
 def test_direct_writes_fall_back_to_the_page_cache_where_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     direct = getattr(os, "O_DIRECT", 0)

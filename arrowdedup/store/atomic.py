@@ -14,7 +14,7 @@ import errno
 import mmap
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,91 @@ def write_image(path: str | Path, image: np.ndarray, size: int) -> None:
         _write_all(fd, image[:size])
     finally:
         os.close(fd)
+
+
+class WindowedFile:
+    """A new file written in order through one page-aligned window (a sink for
+    ``pa.PythonFile``): each full window goes out in one call around the page cache where
+    the file system allows it, as :func:`write_image` writes a whole image. A file of any
+    size costs one window of memory, not an image of its size. ``seen`` gets the file's
+    bytes window by window, in order (for its checksums). Close it to write the rest."""
+
+    def __init__(self, path: str | Path, window: int, seen: Callable[[np.ndarray], None],
+                 pool: ScratchPool | None = None) -> None:
+        if window <= 0 or window % DIRECT_BLOCK:
+            raise ValueError(f"a window is a positive multiple of {DIRECT_BLOCK} bytes")
+        self._path = path
+        self._window = image_buffer(window, pool)[:window]
+        self._seen = seen
+        self._fill = 0
+        self._written = 0  # bytes of the file already written
+        self.closed = False
+        self._direct = bool(getattr(os, "O_DIRECT", 0))
+        self._fd = self._open()
+
+    def _open(self) -> int:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        if self._direct:
+            try:
+                return os.open(self._path, flags | os.O_DIRECT, 0o666)
+            except OSError as err:
+                if err.errno != errno.EINVAL:
+                    raise
+                self._direct = False
+        return os.open(self._path, flags, 0o666)
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._written + self._fill
+
+    def flush(self) -> None:
+        pass  # whole windows only: the rest goes out on close
+
+    def write(self, data: Any) -> int:
+        view = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+        done = 0
+        while done < view.shape[0]:
+            take = min(view.shape[0] - done, self._window.shape[0] - self._fill)
+            self._window[self._fill:self._fill + take] = view[done:done + take]
+            self._fill += take
+            done += take
+            if self._fill == self._window.shape[0]:
+                self._write_window()
+        return done
+
+    def _write_window(self) -> None:
+        size = self._fill
+        self._seen(self._window[:size])
+        if self._direct:
+            padded = padded_size(size)  # only the last window is short: padded, truncated
+            self._window[size:padded] = 0
+            if _write_direct(self._fd, self._window[:padded]):
+                self._written += size
+                self._fill = 0
+                return
+            if self._written:
+                raise OSError(errno.EINVAL, f"O_DIRECT write refused mid-file: {self._path}")
+            # Refused on the first write (nothing written): through the page cache.
+            os.close(self._fd)
+            self._direct = False
+            self._fd = self._open()
+        _write_all(self._fd, self._window[:size])
+        self._written += size
+        self._fill = 0
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self._fill:
+                self._write_window()
+            if self._direct:
+                os.ftruncate(self._fd, self._written)
+        finally:
+            os.close(self._fd)
+            self.closed = True
 
 
 def _write_direct(fd: int, data: np.ndarray) -> bool:
