@@ -18,9 +18,10 @@ content token; bits 58–59 tell them apart):
 - its *leaf*: the whole path, flagged;
 - its *form*: the hash of its text with layout removed (letter case folded, every run of
   ASCII punctuation, markup and white space made one space), when the document writes that
-  form in :data:`BOILERPLATE_SECTIONS` sections or more (boilerplate is what a document
-  repeats throughout), and unless the text introduces what follows it (it ends with a colon,
-  or says "the following", "below", "siguientes", "以下", ...: :data:`LEAD_IN`): a lead-in is
+  form in :data:`BOILERPLATE_SECTIONS` sections or more, and in half of its sections at least
+  (boilerplate is what a document repeats throughout: "See Distributed tracing." under three
+  of a glossary's forty terms is a statement about each), and unless the text introduces what follows it (it ends with a colon,
+  or says "the following", "like this", "siguientes", "以下", ...: :data:`LEAD_IN`): a lead-in is
   about the list or code under it, which differs from section to section.
 
 The guard (:func:`arrowdedup._facts_jit.conflict`) refuses a merge, reason ``section``, when both
@@ -52,12 +53,13 @@ LEVEL_SEPARATOR = " > "
 ROOT, PREFIX, LEAF, FORM = 0, 1, 2, 3
 ROLE_SHIFT = 58
 _HASH_MASK = np.uint64((1 << ROLE_SHIFT) - 1)
-# A text written in this many sections of its document, or more, is boilerplate there.
+# A text written in this many sections of its document, or more, and in half of them at
+# least, is boilerplate there.
 BOILERPLATE_SECTIONS = 3
 _UNIT = "\x1f"  # joins the document and the levels in a hashed key: no heading holds it
 # Words that say a text introduces what follows it, in the languages of the function-word
 # lists (whole words; the scripts without spaces as substrings).
-LEAD_IN = r"(?i)(?:\b(?:following|below|as follows|siguientes?|a continuación|seguintes?|abaixo|" \
+LEAD_IN = r"(?i)(?:\b(?:following|below|as follows|like this|siguientes?|a continuación|seguintes?|abaixo|" \
     r"suivante?s?|ci-dessous|folgenden?|folgendes|nachstehend|seguenti|seguente|volgende|" \
     r"poniższ\w*|następując\w*|următoare\w*|наступн\w*|следующ\w*|নিম্নলিখিত)\b" \
     r"|以下|次の|下面|如下|다음)|:\s*$"
@@ -132,10 +134,13 @@ def section_facts(doc_id: pl.Series, section: pl.Series, text: pl.Series | None 
     forms = _forms(texts, keep)
     # Boilerplate is what a document repeats throughout: a form keeps its token only where
     # the document writes it in BOILERPLATE_SECTIONS sections or more.
-    leaf = prefix[ids[keep], depth[keep] - 1]  # the path, folded as the tokens fold it
-    spread = pl.DataFrame({"doc": docs[plain], "form": forms, "section": leaf}).select(
+    # Each path as the tokens fold it; a document's sections are those its rows stand in.
+    leaf = prefix[ids[rows], depth[rows] - 1]
+    spread = pl.DataFrame({"doc": docs[plain], "form": forms, "section": leaf[plain]}).select(
         pl.col("section").n_unique().over("doc", "form")).to_series().to_numpy()
-    common = spread >= BOILERPLATE_SECTIONS
+    sections = pl.DataFrame({"doc": docs, "section": leaf}).select(
+        pl.col("section").n_unique().over("doc")).to_series().to_numpy()[plain]
+    common = (spread >= BOILERPLATE_SECTIONS) & (2 * spread >= sections)
     return (np.concatenate([rows_out, keep[common]]),
             np.concatenate([tokens, _token(forms[common], FORM)]))
 

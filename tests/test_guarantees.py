@@ -198,11 +198,12 @@ def _same_statement(frame: pl.DataFrame, i: int, j: int) -> bool:
     a, b = form(texts[i]), form(texts[j])
     if a is None or a != b:
         return False
-    # Boilerplate: the document writes it in three sections or more.
+    # Boilerplate: the document writes it in three sections or more, and in half of them.
     doc = frame.get_column("doc_id")[i]
-    sections = {tuple(_levels(s)) for d, t, s in frame.select("doc_id", "text", "section").iter_rows()
-                if d == doc and _levels(s) and form(t) == a}
-    return len(sections) >= 3
+    rows = [(t, tuple(_levels(s))) for d, t, s in
+            frame.select("doc_id", "text", "section").iter_rows() if d == doc and _levels(s)]
+    written = {path for t, path in rows if form(t) == a}
+    return len(written) >= 3 and 2 * len(written) >= len({path for _, path in rows})
 
 
 def check_no_concept_loss_and_boundaries(frame: pl.DataFrame, result: IngestionResult,

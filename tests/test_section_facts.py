@@ -182,6 +182,12 @@ def test_tokens_fold_case_and_space_and_skip_rows_without_a_section() -> None:
                                  pl.Series(["**Note:** Beta.", "note: beta", "Note: beta!"]))
     forms = [int(t) for t in tokens if (int(t) >> ROLE_SHIFT) & 3 == FORM]
     assert len(forms) == 3 and len(set(forms)) == 1
+    # In three of a document's seven sections (a glossary's "See X." under three terms), a
+    # text is a statement about each: no form.
+    paths = ["G > A", "G > B", "G > C", "G > D", "G > E", "G > F", "G > H"]
+    rows, tokens = section_facts(pl.Series(["d"] * 7), pl.Series(paths),
+                                 pl.Series(["See tracing."] * 3 + ["w", "x", "y", "z"]))
+    assert len([t for t in tokens if (int(t) >> ROLE_SHIFT) & 3 == FORM]) == 0
     # In two sections only, a text is no boilerplate: no form.
     rows, tokens = section_facts(pl.Series(["d"] * 3), pl.Series(["A > B", "A > C", "a > c"]),
                                  pl.Series(["**Note:** Beta.", "note: beta", "Note: beta!"]))
