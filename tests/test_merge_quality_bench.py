@@ -60,13 +60,14 @@ def test_harness_scores_a_few_pairs(pairs):
     few = [p for p in pairs if p["label"] == "genuine"][:3] + \
         [p for p in pairs if p["label"] == "lost"][:3]
     cos = merge_quality.load_cosines([p["pair_id"] for p in few])
-    reasons = merge_quality.guard_reasons(few)
-    out = merge_quality.evaluate(few, cos, reasons)
+    reasons = merge_quality.engine_reasons(few)
+    out = merge_quality.evaluate(few, cos, {"text guard": merge_quality.guard_reasons(few),
+                                            "engine guard": reasons})
     every = out["minilm / cosine only"]["all"]
     # Cosine only: every collected pair is at or above the threshold, so all merge.
     assert every == {"pairs": 6, "genuine": 3, "merged": 6, "genuine_merged": 3,
                      "lost_merged": 3, "precision": 0.5, "genuine_recall": 1.0}
-    guarded = out["minilm / fact guard"]["all"]
+    guarded = out["minilm / engine guard"]["all"]
     expected = sum(r is None for r in reasons)
     assert guarded["merged"] == expected
     assert guarded["genuine_merged"] == sum(
@@ -99,3 +100,17 @@ def test_sample_is_seeded_and_capped():
     assert judged_pairs.sample(cands + cands[-2:], 3, 7) == a
     twin = {**cands[-1], "pair_id": "jp-999", "language": "pt"}
     assert judged_pairs.sample([*cands, twin], 3, 7) == a
+
+
+def test_sampled_guarded_merges_are_forty_judged_merges():
+    if not merge_quality.MERGES_FILE.exists():
+        pytest.skip("benchmarks/data/guarded_merges.jsonl is absent")
+    merges = merge_quality.load_pairs(merge_quality.MERGES_FILE)
+    assert len(merges) == judged_pairs.MERGES_SAMPLE
+    assert len({p["pair_id"] for p in merges}) == len(merges)
+    for p in merges:
+        assert set(p) == FIELDS and p["label"] in ("genuine", "lost") and p["reason"].strip()
+    table, figures = merge_quality.sampled_merges_table(merges)
+    assert len(table["rows"]) == len(merges)
+    assert figures["genuine"] == sum(p["label"] == "genuine" for p in merges)
+    assert all("\n" not in cell for row in table["rows"] for cell in row[2:4])
