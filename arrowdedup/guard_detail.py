@@ -7,7 +7,8 @@ representative that failed the guard) this module names, from the two texts:
 - for a fact reason, the tokens of the segment that state a fact of that kind and that the
   representative does not write;
 - for ``content``, the content words of the segment the representative does not cover (or,
-  when every word is covered, the opposites, negations and order words that stand elsewhere);
+  when every word is covered, the opposites, negations and order words that stand elsewhere,
+  or that both are lead-ins);
 - for code, the lines of the segment missing from the representative, and the commands the
   representative adds (``+ ...``);
 - for ``section``, the two sections from the level where their paths part
@@ -67,11 +68,17 @@ def guard_details(a: pl.Series, b: pl.Series, reason: pl.Series,
     for i in code:
         out[i] = _code_detail(a_texts[i], b_texts[i])
     if content:
+        from .section_facts import LEAD_IN
+
         idx = np.array(content, dtype=np.int64)
         langs = cw.language_keys(language, n).gather(idx)
-        for i, text in zip(content, _content_details(a_texts.gather(idx), b_texts.gather(idx),
-                                                     langs), strict=True):
-            out[i] = text
+        leads = (a_texts.gather(idx).str.contains(LEAD_IN).fill_null(False)
+                 & b_texts.gather(idx).str.contains(LEAD_IN).fill_null(False)).to_list()
+        for i, text, lead in zip(content, _content_details(
+                a_texts.gather(idx), b_texts.gather(idx), langs), leads, strict=True):
+            # Two lead-ins whose words are covered were refused for what each introduces.
+            out[i] = "two lead-ins: each introduces its own block" \
+                if lead and text == "content" else text
     if fact:
         for i, text in zip(fact, _fact_details([a_texts[i] for i in fact],
                                                [b_texts[i] for i in fact],

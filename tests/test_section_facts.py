@@ -83,6 +83,7 @@ def test_a_lead_in_merges_into_another_only_as_the_same_statement() -> None:
                            salience=[0.9, 0.8, 0.7, 0.6])
     rows = decisions(frame)
     assert rows["s1"]["action"] == "kept" and rows["s1"]["guard_reason"] == "content"
+    assert rows["s1"]["guard_detail"] == "two lead-ins: each introduces its own block"
     assert rows["s2"]["action"] == "merged_near" and rows["s2"]["representative_id"] == "s1"
     assert rows["s3"]["action"] == "merged_near"  # not a lead-in: B may say more
     # Into a text that goes on past its colon, a lead-in merges: B may hold its block.
