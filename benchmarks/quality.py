@@ -26,7 +26,10 @@ SETS = (
 
 
 # Issue 12 targets (shared STS-B, threshold 0.90).
-TARGETS = {"stsb_false_merge_cut": 2 / 3, "stsb_positive_merges_kept": 0.85}
+# Issue 44 set the share of STS-B's >= 4.8 merges the guard keeps at 50 % (issue 12 had 85 %):
+# where the labels and a reader disagree the reader wins, and content coverage refuses pairs
+# scored 5 whose removed text alone says something ("on a grassy field").
+TARGETS = {"stsb_false_merge_cut": 2 / 3, "stsb_positive_merges_kept": 0.50}
 EXAMPLES = 12  # failing examples listed per set and embedder
 
 
@@ -113,7 +116,7 @@ def run(quick: bool) -> dict[str, Any]:
                 target_rows += [
                     [emb_key, "false merges among pairs < 3 cut by ≥ 2/3",
                      f"{off['fp']} → {on['fp']}", cut, t["false_merge_cut_met"]],
-                    [emb_key, "merges among pairs ≥ 4.8 keep ≥ 85 %",
+                    [emb_key, "merges among pairs ≥ 4.8 keep ≥ 50 %",
                      f"{off['tp']} → {on['tp']}", kept, t["positive_merges_kept_met"]],
                 ]
             for kind, label in (("positives_refused", "positives the guard refuses"),
@@ -137,7 +140,7 @@ def run(quick: bool) -> dict[str, Any]:
               g["fp"]] for r, g in zip(off_grid, on_grid, strict=True)],
         ))
     tables = [
-        table("Targets (issue 12): STS-B train+dev at 0.90, fact guard off → on",
+        table("Targets (issues 12 and 44): STS-B train+dev at 0.90, fact guard off → on",
               ["embedder", "target", "off → on", "figure", "met"], target_rows),
         table("Labelled pairs at the default threshold 0.90, fact guard off and on",
               ["pairs", "embedder", "fact guard", "positives", "negatives", "precision",
