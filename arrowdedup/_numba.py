@@ -34,6 +34,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numba
 
@@ -93,7 +94,8 @@ def _cache_dir(source: Path) -> Path | None:
     """Where Numba caches the functions of ``source`` (its own choice of locator)."""
     from numba.core.caching import CacheImpl
 
-    for locator in CacheImpl._locator_classes:
+    locators: list[Any] = list(CacheImpl._locator_classes)
+    for locator in locators:
         found = locator.from_function(_probe, str(source))
         if found is not None:
             return Path(found.get_cache_path())

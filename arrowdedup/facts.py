@@ -66,7 +66,8 @@ representative ``b``:
   with ``doc_id`` and ``section``; :func:`fact_conflict`, given two texts, has none).
 
 The reason a merge is refused is the kind of the first fact that fails, in kind order, then
-``content``, then ``section``. List markers and markup never reach the scanner (layout is not content).
+``content``, then ``section``. List markers and markup never reach the scanner (layout is not
+content).
 """
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ content token; bits 58–59 tell them apart):
   ASCII punctuation, markup and white space made one space), when the document writes that
   form in :data:`BOILERPLATE_SECTIONS` sections or more, and in half of its sections at least
   (boilerplate is what a document repeats throughout: "See Distributed tracing." under three
-  of a glossary's forty terms is a statement about each), and unless the text introduces what follows it (it ends with a colon,
-  or says "the following", "like this", "siguientes", "以下", ...: :data:`LEAD_IN`): a lead-in is
-  about the list or code under it, which differs from section to section.
+  of a glossary's forty terms is a statement about each), and unless the text introduces
+  what follows it (it ends with a colon, or says "the following", "like this", "siguientes",
+  "以下", ...: :data:`LEAD_IN`): a lead-in is about the list or code under it, which differs
+  from section to section.
 
 The guard (:func:`arrowdedup._facts_jit.conflict`) refuses a merge, reason ``section``, when both
 segments have a section in the same document and neither one's path is a prefix of the other's
@@ -32,11 +33,12 @@ is what a repeated notice or a navigation line is. A text said in two sibling se
 statement about each ("Select Create pull request." under the browser workflow and the local
 one, "See Distributed tracing." under two glossary terms), and a lead-in has no form: on the
 judged pairs, the lead-ins repeated across sibling sections ("... the following permissions
-via a ClusterRole.") all introduced different things. Running headers and footers are ``page_furniture``, which the guard never
-looks at, and exact copies drop before any guard. Equal content tokens are not enough: "debe
-otorgar" and "debes otorgar" (one stem) under two components' sections, or "Replace index.php"
-and "Replace the index.php file" introducing two sections' code, are statements about two
-things. Headings are compared by level, letter case and runs of white space folded.
+via a ClusterRole.") all introduced different things. Running headers and footers are
+``page_furniture``, which the guard never looks at, and exact copies drop before any guard.
+Equal content tokens are not enough: "debe otorgar" and "debes otorgar" (one stem) under two
+components' sections, or "Replace index.php" and "Replace the index.php file" introducing two
+sections' code, are statements about two things. Headings are compared by level, letter case
+and runs of white space folded.
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ BOILERPLATE_SECTIONS = 3
 _UNIT = "\x1f"  # joins the document and the levels in a hashed key: no heading holds it
 # Words that say a text introduces what follows it, in the languages of the function-word
 # lists (whole words; the scripts without spaces as substrings).
-LEAD_IN = r"(?i)(?:\b(?:following|below|as follows|like this|siguientes?|a continuación|seguintes?|abaixo|" \
-    r"suivante?s?|ci-dessous|folgenden?|folgendes|nachstehend|seguenti|seguente|volgende|" \
+LEAD_IN = r"(?i)(?:\b(?:following|below|as follows|like this|siguientes?|a continuación|" \
+    r"seguintes?|abaixo|suivante?s?|ci-dessous|folgenden?|folgendes|nachstehend|seguenti|" \
+    r"seguente|volgende|" \
     r"poniższ\w*|następując\w*|următoare\w*|наступн\w*|следующ\w*|নিম্নলিখিত)\b" \
     r"|以下|次の|下面|如下|다음)|:\s*$"
 
