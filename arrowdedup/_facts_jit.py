@@ -123,8 +123,9 @@ _LOW = LOW
 _NEGATION = 7
 _CONTENT, _ALIAS, _ROLE, _ORDER = 8, 9, 10, 11
 _CODE_COMMAND, _CODE_NOTE = 13, 14
-# The one token of kind 12: the segment introduces what follows it (content_words.LEAD_TOKEN).
-_LEAD = np.uint64((12 << 60) | 1)
+# Kind 12: the segment introduces what follows it; the value's low bits are its text's form.
+_LEAD = np.uint64(12 << 60)
+_LEAD_END = np.uint64(13 << 60)
 # Section tokens (:mod:`arrowdedup.section_facts`): the last kind; bits 58-59 root, prefix,
 # leaf, form.
 _SECTION = 15
@@ -239,6 +240,17 @@ def _code_differs(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> boo
 
 
 @numba.njit(nogil=True, cache=True)
+def _other_lead_in(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bool:
+    """Are ``a`` and ``b`` two lead-ins ("... as follows:") of other texts, layout aside? A
+    lead-in says what the block after it says, which the pair does not show; a
+    representative that goes on past the colon may hold it."""
+    la = _lower_bound(values, a0, a1, _LEAD)
+    lb = _lower_bound(values, b0, b1, _LEAD)
+    return la < a1 and values[la] < _LEAD_END and lb < b1 and values[lb] < _LEAD_END \
+        and values[la] != values[lb]
+
+
+@numba.njit(nogil=True, cache=True)
 def _sections_apart(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bool:
     """Do rows ``a`` and ``b`` stand in sibling sections of one document (SPEC §2, section
     context): both have a section there, and neither path is a prefix of the other? Rows
@@ -298,10 +310,7 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
     k = _missing(values, b0, b1, a0, a1, strict, strict)
     if k != 0:
         return k
-    if _has(values, a0, a1, _LEAD) and _has(values, b0, b1, _LEAD):
-        # A lead-in ("... as follows:") says what the block after it says, which the pair
-        # does not show: into another lead-in it merges only as the same statement (equal
-        # signatures, above); a representative that goes on past the colon may hold it.
+    if _other_lead_in(values, a0, a1, b0, b1):
         return CONTENT_REASON
     if _uncovered(values, a0, a1, b0, b1) or (strict and _uncovered(values, b0, b1, a0, a1)):
         return CONTENT_REASON

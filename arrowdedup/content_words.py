@@ -62,9 +62,8 @@ from .hashing import _buffers
 
 # Kinds of the signature beyond the facts (top four bits of a value; see facts.KIND_NAMES).
 CONTENT, ROLE, ORDER, LEAD, CODE_COMMAND, CODE_NOTE = 8, 10, 11, 12, 13, 14
-# The token of a lead-in: a text that introduces the list, table or code after it (it ends
-# with a colon, or says "the following", "siguientes", "以下", ...: section_facts.LEAD_IN).
-LEAD_TOKEN = (LEAD << 60) | 1
+# A lead-in's token (kind LEAD, its text's form below): a text that introduces the list,
+# table or code after it (section_facts.LEAD_IN; facts._lead_part).
 KIND_SHIFT = int(facts.KIND_SHIFT)
 LOW = int(facts.LOW_BITS)
 # Inside a role value: bit 59 the side of the neighbour (0 before, 1 after); bits 44..58 the

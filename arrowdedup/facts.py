@@ -534,7 +534,8 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     if n == 0:
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
     text = text.cast(pl.String)
-    offsets, data = _buffers(_without_layout(text, code).to_arrow())
+    plain = _without_layout(text, code)
+    offsets, data = _buffers(plain.to_arrow())
     scanner = _scanner(_scan_size(data[offsets[0]:offsets[-1]]))
     with interpreted.quiet():
         # The scanner sorts and uniques each row's facts as it ends the row.
@@ -547,7 +548,7 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     extra = [part for part in (_cell_facts(offsets, data, kinds, scanner),
                                _term_facts(code_terms, n)) if part is not None]
     extra += content_parts(text, segment_type=kinds, language=language, skip=modes == OFF)
-    extra.append(_lead_part(text, (modes == OFF) | code))
+    extra.append(_lead_part(plain, (modes == OFF) | code))
     if sections is not None:
         extra.append(_section_part(*sections, text))
     if not extra:
@@ -782,13 +783,16 @@ def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _lead_part(text: pl.Series, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The lead-in token of each prose row that introduces what follows it."""
-    from .content_words import LEAD_TOKEN
-    from .section_facts import LEAD_IN
+    """The lead-in token of each prose row that introduces what follows it: kind 12 and the
+    form of its text (:func:`arrowdedup.section_facts.forms`), so that two lead-ins that
+    differ only in layout ("- Update Pip:" and "1. Update pip:") are the same statement."""
+    from .content_words import LEAD
+    from .section_facts import LEAD_IN, forms
 
     lead = text.str.contains(LEAD_IN).fill_null(False).to_numpy().astype(bool) & ~skip
     rows = np.flatnonzero(lead).astype(np.int64)
-    return rows, np.full(rows.shape[0], LEAD_TOKEN, dtype=np.uint64)
+    kind = np.uint64(LEAD) << KIND_SHIFT
+    return rows, forms(text.fill_null(""), rows) | kind
 
 
 def _section_part(doc_id: pl.Series, section: pl.Series, text: pl.Series

@@ -21,9 +21,9 @@ content token; bits 58–59 tell them apart):
   form in :data:`BOILERPLATE_SECTIONS` sections or more, and in half of its sections at least
   (boilerplate is what a document repeats throughout: "See Distributed tracing." under three
   of a glossary's forty terms is a statement about each), and unless the text introduces
-  what follows it (it ends with a colon, or says "the following", "like this", "siguientes",
-  "以下", ...: :data:`LEAD_IN`): a lead-in is about the list or code under it, which differs
-  from section to section.
+  what follows it (it ends with a colon, or with "as follows", "like this", "the following",
+  ...: :data:`LEAD_IN`): a lead-in is about the list or code under it, which differs from
+  section to section.
 
 The guard (:func:`arrowdedup._facts_jit.conflict`) refuses a merge, reason ``section``, when both
 segments have a section in the same document and neither one's path is a prefix of the other's
@@ -59,13 +59,14 @@ _HASH_MASK = np.uint64((1 << ROLE_SHIFT) - 1)
 # least, is boilerplate there.
 BOILERPLATE_SECTIONS = 3
 _UNIT = "\x1f"  # joins the document and the levels in a hashed key: no heading holds it
-# Words that say a text introduces what follows it, in the languages of the function-word
-# lists (whole words; the scripts without spaces as substrings).
-LEAD_IN = r"(?i)(?:\b(?:following|below|as follows|like this|siguientes?|a continuación|" \
-    r"seguintes?|abaixo|suivante?s?|ci-dessous|folgenden?|folgendes|nachstehend|seguenti|" \
-    r"seguente|volgende|" \
-    r"poniższ\w*|następując\w*|următoare\w*|наступн\w*|следующ\w*|নিম্নলিখিত)\b" \
-    r"|以下|次の|下面|如下|다음)|:\s*$"
+# A text that introduces what follows it: it ends with a colon, or with "as follows", "like
+# this", "the following", "below", ... (in the languages of the function-word lists), or says
+# "as follows" in a script without spaces. Only at the end: "fetch the following page" and
+# "the loop below stops" introduce nothing.
+LEAD_IN = r"(?i)(?:[:：]|\b(?:as follows|like this|the following|below|siguientes?|" \
+    r"a continuación|seguintes?|abaixo|suivante?s?|ci-dessous|folgenden?|folgendes|" \
+    r"nachstehend|seguenti|seguente|volgende|poniższ\w*|następując\w*|următoare\w*|" \
+    r"наступн\w*|следующ\w*|নিম্নলিখিত))[\s.。!]*$|次のように|以下のように|次のとおり|如下"
 
 
 def _token(hashes: np.ndarray, role: int) -> np.ndarray:
@@ -134,21 +135,21 @@ def section_facts(doc_id: pl.Series, section: pl.Series, text: pl.Series | None 
     texts = text.cast(pl.String).fill_null("")
     plain = ~texts.gather(rows).str.contains(LEAD_IN).fill_null(False).to_numpy().astype(bool)
     keep = rows[plain]
-    forms = _forms(texts, keep)
+    form = forms(texts, keep)
     # Boilerplate is what a document repeats throughout: a form keeps its token only where
     # the document writes it in BOILERPLATE_SECTIONS sections or more.
     # Each path as the tokens fold it; a document's sections are those its rows stand in.
     leaf = prefix[ids[rows], depth[rows] - 1]
-    spread = pl.DataFrame({"doc": docs[plain], "form": forms, "section": leaf[plain]}).select(
+    spread = pl.DataFrame({"doc": docs[plain], "form": form, "section": leaf[plain]}).select(
         pl.col("section").n_unique().over("doc", "form")).to_series().to_numpy()
     sections = pl.DataFrame({"doc": docs, "section": leaf}).select(
         pl.col("section").n_unique().over("doc")).to_series().to_numpy()[plain]
     common = (spread >= BOILERPLATE_SECTIONS) & (2 * spread >= sections)
     return (np.concatenate([rows_out, keep[common]]),
-            np.concatenate([tokens, _token(forms[common], FORM)]))
+            np.concatenate([tokens, _token(form[common], FORM)]))
 
 
-def _forms(texts: pl.Series, rows: np.ndarray) -> np.ndarray:
+def forms(texts: pl.Series, rows: np.ndarray) -> np.ndarray:
     """Form hashes of ``rows`` of ``texts`` (:func:`arrowdedup._content_jit.form_hashes`)."""
     from . import interpreted
     from .facts import TWIN_MAX_BYTES
@@ -156,8 +157,8 @@ def _forms(texts: pl.Series, rows: np.ndarray) -> np.ndarray:
 
     lowered = texts.gather(rows).str.to_lowercase()
     offsets, data = _buffers(lowered.to_arrow())
-    forms = interpreted.module("arrowdedup._content_jit", int(offsets[-1] - offsets[0]),
-                               TWIN_MAX_BYTES)
+    module = interpreted.module("arrowdedup._content_jit", int(offsets[-1] - offsets[0]),
+                                TWIN_MAX_BYTES)
     with interpreted.quiet():
-        return forms.form_hashes(offsets, data,  # type: ignore[no-any-return]
+        return module.form_hashes(offsets, data,  # type: ignore[no-any-return]
                                  np.arange(rows.shape[0], dtype=np.int64))

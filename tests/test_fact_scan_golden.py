@@ -24,8 +24,9 @@ wide punctuation mark (the fullwidth colon of "TracerProvider：链路") came to
 as ASCII punctuation ends a chunk, Chinese particles and conjunctions (的 吗 呢 吧 和 与 及 或)
 stopped forming term pairs, and a lone Han character between kana became a term (47 of the 638
 texts changed: 25 Chinese, 20 Japanese, 2 English; 32 gained a fact, 30 lost one); and
-re-pinned when a lead-in (a text ending with a colon, or saying "the following", "以下", ...)
-gained its token (11 more texts changed, each gaining that one token)."""
+re-pinned when a lead-in (a text ending with a colon or with "as follows", "the following",
+..., or saying 次のように or 如下) gained its token, which holds the form of its text (5 texts
+of the sample gained one)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
 PER_LANGUAGE = 60  # paragraphs from the start of each language's folder
 TYPES = ["paragraph", "paragraph", "code", "heading", None, "page_furniture", "table_row"]
 # (texts, both digests): with segment types and languages, and with neither.
-EXPECTED = (638, "6d811557367847a7", "8bd5eeb60fbe60a6")
+EXPECTED = (638, "e3167154488c6bb9", "67fee3621fc4959c")
 
 
 def corpus_sample() -> tuple[list[str], list[str]]:
