@@ -845,7 +845,7 @@ def _ray_task(source: BucketSource, bucket: int, job: BucketJob
 # tenth of the default memory budget. A bucket's working set is about five times its input
 # (the rows read, the Polars frame, the salience and kernel temporaries, the kept rows and
 # the files written): the 150k-row CSV document of benchmarks/hostile_input's corpus + four
-# large files run (264 MB of input) took ~1.3 GB, and scoring it beside the next 55k-row
+# large files run (256 MB of input) took ~1.3 GB, and scoring it beside the next 55k-row
 # bucket took the run to 1.74 GB. The 1M-segment benchmark's 16 equal buckets (~0.1 GB
 # each) stay well below it and still run two at a time. (Not the job's ``memory_budget``,
 # which only says which Parquet inputs are read whole, and is 0 to always partition.)
@@ -922,7 +922,7 @@ def _local(source: BucketSource, job: BucketJob, cache: SourceCache | None = Non
         alone = [n > limit for n in inputs]
         # The most any bucket after b may ask of the pool (a buffer holds its embeddings read,
         # or kept, which are fewer bytes than its input).
-        later = np.maximum.accumulate(np.array([0] + inputs[::-1], dtype=np.int64))[-2::-1]
+        later = np.maximum.accumulate(np.array([0, *inputs[::-1]], dtype=np.int64))[-2::-1]
 
         def refill() -> None:
             nonlocal nxt

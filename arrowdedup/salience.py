@@ -204,4 +204,4 @@ def _unique_map(values: pl.Series) -> tuple[list[str], np.ndarray]:
     benchmarks/hostile_input's corpus + four large files made it 0.43 GB (its peak)."""
     codes, _, names = dictionary_codes(values)
     keys = [str(v).rstrip("\x00") for v in names.to_pylist()]
-    return keys + ["None"], codes  # null's code is the last one
+    return [*keys, "None"], codes  # null's code is the last one
