@@ -763,9 +763,12 @@ def process_bucket(
     job: BucketJob,
     cache: SourceCache | None = None,
     force: bool = False,
+    alone: bool = False,
 ) -> tuple[BucketOutput, BucketSummary] | None:
     """Ingest and encode one bucket (the unit of work of both engines); ``None`` when empty
-    (unless ``force``, which ingests an empty table)."""
+    (unless ``force``, which ingests an empty table). ``alone``: nothing runs beside it, so
+    the buffer its rows were read into goes back to the OS once they are ingested, instead
+    of staying in ``cache``'s pool under its encoding."""
     from .ingest import ingest, numba_threads
     from .vectors import input_row_numbers, input_rows
 
@@ -777,17 +780,24 @@ def process_bucket(
             if not force:
                 return None
             table = source.empty()
+        # Each document's input fingerprint, for a later `--update` (store.fingerprint):
+        # taken first, so that the rows read are not held under the encoding (the 150k-row
+        # CSV document's: its embeddings read, 0.17 GB, and its other columns), and its
+        # Polars copy of them is not made beside the ingest's result.
+        start = time.perf_counter()
+        fingerprints = fingerprint_file(bucket, table)
+        fingerprint_s = time.perf_counter() - start
         with input_rows(source.total_rows), input_row_numbers(numbers):
             result = ingest(table, job.config, threads=job.threads, scorer=job.scorer)
+        del table
+        if alone and cache is not None:
+            cache.pool.trim(0)
         # The index builders' parallel passes (BM25's lower-casing) keep to the job's
         # threads too: one thread means one thread.
         with numba_threads(job.threads):
             out = encode_bucket(bucket, result.kept, result.decisions, result.documents,
                                 result.embedding_dim, job.indexes)
-    # Each document's input fingerprint, for a later `--update` (store.fingerprint).
-    start = time.perf_counter()
-    out.files.append(fingerprint_file(bucket, table))
-    fingerprint_s = time.perf_counter() - start
+    out.files.append(fingerprints)
     timings = {**result.timings, **out.timings}
     # The bucket's rows taken from the input belong to reading it (ingest's own "read" is
     # the conversion of the table it is given), its fingerprints to encoding it.
@@ -831,6 +841,31 @@ def _ray_task(source: BucketSource, bucket: int, job: BucketJob
     return process_bucket(source, bucket, job, _WORKER_CACHE[1])
 
 
+# A bucket of more input bytes than this runs alone (nothing else in flight beside it): a
+# tenth of the default memory budget. A bucket's working set is about five times its input
+# (the rows read, the Polars frame, the salience and kernel temporaries, the kept rows and
+# the files written): the 150k-row CSV document of benchmarks/hostile_input's corpus + four
+# large files run (256 MB of input) took ~1.3 GB, and scoring it beside the next 55k-row
+# bucket took the run to 1.74 GB. The 1M-segment benchmark's 16 equal buckets (~0.1 GB
+# each) stay well below it and still run two at a time. (Not the job's ``memory_budget``,
+# which only says which Parquet inputs are read whole, and is 0 to always partition.)
+ALONE_BYTES = DEFAULT_MEMORY_BUDGET // 10
+
+
+def bucket_bytes(source: BucketSource, cache: SourceCache) -> list[int]:
+    """About the input bytes of each bucket: its partition file's size, or its share of the
+    input tables' bytes by rows (``cache`` holds the bucket of every row, :func:`bucket_ids`)."""
+    if source.partitioned:
+        return [os.path.getsize(path) if path else 0 for path in source.files]
+    sizes = np.zeros(source.buckets, dtype=np.float64)
+    for path in source.files:
+        table = source.table_of(path, cache)[0]
+        if table.num_rows:
+            counts = np.bincount(cache.ids[path], minlength=source.buckets)
+            sizes += counts * (table.nbytes / table.num_rows)
+    return [int(n) for n in sizes]
+
+
 def buckets_in_flight(threads: int | None) -> int:
     """Buckets the local engine works on at once: ``LOCAL_AHEAD + 1``, each with ``threads``
     kernel threads; one when ``threads`` is 1, so that one thread means one thread. (Giving
@@ -847,11 +882,15 @@ def bucket_ids(source: BucketSource, cache: SourceCache) -> None:
             cache.ids[path] = _bucket_ids(source.table_of(path, cache)[0], source.buckets)
 
 
-def _local(source: BucketSource, job: BucketJob, cache: SourceCache | None = None
+def _local(source: BucketSource, job: BucketJob, cache: SourceCache | None = None,
+           alone_bytes: int | None = None
            ) -> Iterator[tuple[BucketOutput, BucketSummary]]:
     """Buckets in order; ``LOCAL_AHEAD + 1`` buckets are read and ingested on worker threads
     while the caller writes the previous one (Polars, Arrow, Numba and BLAS release the GIL),
-    so at most ``LOCAL_AHEAD + 2`` buckets are in memory (one when ``job.threads`` is 1).
+    so at most ``LOCAL_AHEAD + 2`` buckets are in memory (one when ``job.threads`` is 1). A
+    bucket of more than ``alone_bytes`` input bytes (:func:`bucket_bytes`; default
+    :data:`ALONE_BYTES`) is worked on alone: it starts once the buckets before it are done,
+    and the next starts once it is written.
     ``cache``: the run's :class:`SourceCache` (with the bucket ids, :func:`bucket_ids`)."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -878,11 +917,20 @@ def _local(source: BucketSource, job: BucketJob, cache: SourceCache | None = Non
             stack.callback(prefault.join)
         pending: dict[int, Future[Any]] = {}
         nxt = 0
+        inputs = bucket_bytes(source, cache)
+        limit = ALONE_BYTES if alone_bytes is None else alone_bytes
+        alone = [n > limit for n in inputs]
+        # The most any bucket after b may ask of the pool (a buffer holds its embeddings read,
+        # or kept, which are fewer bytes than its input).
+        later = np.maximum.accumulate(np.array([0, *inputs[::-1]], dtype=np.int64))[-2::-1]
 
         def refill() -> None:
             nonlocal nxt
             while nxt < source.buckets and len(pending) < in_flight:
-                pending[nxt] = pool.submit(process_bucket, source, nxt, job, cache)
+                if pending and (alone[nxt] or any(alone[b] for b in pending)):
+                    break
+                pending[nxt] = pool.submit(process_bucket, source, nxt, job, cache,
+                                           alone=alone[nxt])
                 nxt += 1
 
         for b in range(source.buckets):
@@ -891,14 +939,25 @@ def _local(source: BucketSource, job: BucketJob, cache: SourceCache | None = Non
             # Refilled before the caller writes this bucket: refilling only on the next
             # iteration left one worker idle during every write (0.06-0.08 s a bucket at 1M;
             # the job took 2.89 s against 3.17 s, medians of 7-8 alternating fresh runs).
-            # With one thread nothing runs beside the write.
-            if in_flight > 1:
+            # With one thread nothing runs beside the write, nor beside a bucket that runs
+            # alone: its output (the kept rows, the file images) is as large as its working
+            # set, and the next buckets started under it (the CSV document's write beside
+            # the two buckets after it: 1.66 GB).
+            if in_flight > 1 and not alone[b]:
                 refill()
             if done is not None:
                 yield done
             # Not held while the next bucket runs: a large bucket's output (its file images
             # and kept rows, on pool buffers) stayed alive under the next one's working set.
             done = None
+            cache.pool.trim(int(later[b]))
+            if alone[b] or (b + 1 < source.buckets and alone[b + 1]):
+                # Arrow's allocator (mimalloc) keeps the pages it freed for reuse, and no
+                # other allocator reuses them: after the CSV document's bucket of the corpus
+                # + four large files run it held 0.3 GB beside the 0.03 GB Arrow had in use,
+                # under every bucket after it. Only around a bucket that runs alone: handing
+                # pages back costs a page fault each when Arrow takes them again.
+                pa.default_memory_pool().release_unused()
 
 
 # The thread pools of a Ray worker sized to the one CPU each task reserves (``num_cpus=1``),

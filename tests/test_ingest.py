@@ -385,3 +385,18 @@ def test_centrality_does_not_depend_on_its_row_chunks(monkeypatch) -> None:
         monkeypatch.setattr(salience, "_CHUNK_ROWS", rows)
         got = salience.centrality(codes, 7, emb)
         assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_salience_factors_read_each_value_as_a_numpy_str_array_did() -> None:
+    """The type and section factors are looked up once per distinct value (no fixed-width
+    copy of the column): each value as NumPy's ``str`` arrays read it (null as "None",
+    trailing NULs dropped), the factors it always had."""
+    import numpy as np
+
+    from arrowdedup import salience
+
+    values = ["title", "title\x00", "", "Intro > Abstract", "x > Summary\x00\x00", None,
+              "y" * 900, "References", "title"]
+    keys, codes = salience._unique_map(pl.Series(values, dtype=pl.String))
+    as_numpy = np.array(values, dtype=object).astype(str)
+    assert [keys[c] for c in codes] == [str(v) for v in as_numpy]

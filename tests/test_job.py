@@ -462,3 +462,55 @@ def test_workers_are_refilled_before_a_bucket_is_written(threads: int | None, mo
     assert sorted(started) == expected
     assert [b for _, b in stream] == list(range(1, 6))
     assert sorted(started) == list(range(6))
+
+
+@pytest.mark.parametrize("bound", ["all", "some"])
+def test_buckets_over_the_alone_bound_run_by_themselves_and_write_the_same_store(
+        bound: str, tmp_path: Path, monkeypatch) -> None:
+    """A bucket of more than ``ALONE_BYTES`` input bytes is worked on with no other bucket in
+    flight (its write included); the others still run two at a time, and the store is the
+    same as when every bucket may run beside another."""
+    import threading
+
+    from arrowdedup import job
+
+    frame = corpus(docs=24, per_doc=10)
+    path = tmp_path / "in.arrow"
+    feather.write_feather(frame.to_arrow(), path, compression="uncompressed")
+    ingest_to_store(path, tmp_path / "normal", buckets=6, quiet=True)
+    sizes: list[int] = []
+    real_sizes = job.bucket_bytes
+
+    def recorded_sizes(*args, **kwargs):
+        sizes[:] = real_sizes(*args, **kwargs)
+        return sizes
+
+    monkeypatch.setattr(job, "bucket_bytes", recorded_sizes)
+    ingest_to_store(path, tmp_path / "sized", buckets=6, quiet=True)
+    limit = 0 if bound == "all" else sorted(sizes)[len(sizes) // 2]
+    alone = {b for b, n in enumerate(sizes) if n > limit}
+    assert alone and (bound == "all" or len(alone) < len(sizes))
+    monkeypatch.setattr(job, "ALONE_BYTES", limit)
+    lock = threading.Lock()
+    busy: set[int] = set()
+    beside: list[tuple[int, set[int]]] = []
+    real = job.process_bucket
+
+    def counted(source, bucket, *args, **kwargs):
+        if "alone" not in kwargs:  # the kernels' warm-up run on a bucket of its own
+            return real(source, bucket, *args, **kwargs)
+        assert kwargs["alone"] == (bucket in alone)
+        with lock:
+            beside.append((bucket, set(busy)))
+            busy.add(bucket)
+        try:
+            return real(source, bucket, *args, **kwargs)
+        finally:
+            with lock:
+                busy.discard(bucket)
+
+    monkeypatch.setattr(job, "process_bucket", counted)
+    ingest_to_store(path, tmp_path / "alone", buckets=6, quiet=True)
+    for bucket, others in beside:
+        assert not (others and (bucket in alone or others & alone)), (bucket, others)
+    assert data_files(tmp_path / "alone") == data_files(tmp_path / "normal")

@@ -161,3 +161,20 @@ def test_the_job_runs_with_small_pages_and_leaves_the_setting_as_it_was(
     ingest_to_store(corpus(docs=4, per_doc=5).to_arrow(), tmp_path / "store", buckets=2)
     assert seen[0] is False and seen[-1] is before
     assert real(before) is before  # restored: asking again returns the same setting
+
+
+def test_trim_lets_go_of_free_buffers_larger_than_later_requests_take() -> None:
+    """After a large bucket, its buffers do not stay under the smaller buckets after it."""
+    pool = scratch.ScratchPool(min_bytes=0)
+    big, small = pool.empty((1000, 8), np.float32), pool.empty((100, 8), np.float32)
+    lent = pool.empty((1000, 8), np.float32)  # still in use: never let go
+    del big, small
+    gc.collect()
+    pool.trim(100 * 8 * 4)
+    assert [b.nbytes for b in pool._free] == [int(100 * 8 * 4 * scratch.HEADROOM) + scratch.ALIGN]
+    again = pool.empty((100, 8), np.float32)  # the small buffer, reused
+    assert pool.reused == 1 and again.shape == (100, 8) and lent.shape == (1000, 8)
+    del again
+    gc.collect()
+    pool.trim(0)
+    assert not pool._free
