@@ -32,6 +32,10 @@ merges printed with their judgement):
 - ``python -m benchmarks.judged_pairs build-merges --sample SCRATCH/drawn.jsonl --labels
   LABELS.tsv`` writes ``benchmarks/data/guarded_merges.jsonl``.
 
+``python -m benchmarks.judged_pairs sections --out SCRATCH/crossings.jsonl`` measures how
+often the text rules alone merge across sibling sections (issue 44, item 4), with the
+engine's merges and ``section`` refusals beside, and writes the crossing pairs.
+
 This module is a data tool, not a timed benchmark (no ``run``); the measurement is
 :mod:`benchmarks.merge_quality`.
 """
@@ -199,6 +203,49 @@ def sample(candidates: list[dict[str, Any]], cap: int, seed: int) -> list[dict[s
     return out
 
 
+def _levels(path: str | None) -> list[str]:
+    return [" ".join(level.lower().split()) for level in (path or "").split(">") if level.strip()]
+
+
+def _siblings(a: str | None, b: str | None) -> bool:
+    """Two heading paths of one document, neither the start of the other."""
+    pa, pb = _levels(a), _levels(b)
+    k = min(len(pa), len(pb))
+    return bool(pa) and bool(pb) and pa[:k] != pb[:k]
+
+
+def section_crossings(corpus: Path, language: str, cache: Path) -> dict[str, Any]:
+    """Issue 44, item 4: the near merges the text rules alone make in one language's
+    documents (the signature without section tokens, no ``section`` column), how many join
+    sibling sections, and the merges and ``section`` refusals of the engine's own rules."""
+    import arrowdedup
+    from arrowdedup.facts import signature_arrays, signature_series
+    from arrowdedup.job import with_embeddings
+
+    files = corpus_files(corpus, language, 1)
+    frame = arrowdedup.extract(files, root=corpus, language_from_path="{lang}/**")
+    code = frame.get_column("segment_type").cast(pl.String).eq("code").fill_null(False)
+    vectors = embed(frame.get_column("text").to_list(), code.to_numpy(), "minilm", cache)
+    frame = with_embeddings(frame.drop("embedding", strict=False), vectors)
+    text_rules = frame.drop("section").with_columns(signature_series(*signature_arrays(
+        frame["text"], segment_type=frame["segment_type"], language=frame["language"]))
+        .alias("fact_signature"))
+    merged = arrowdedup.ingest(text_rules).decisions.filter(pl.col("action") == "merged_near")
+    section = dict(zip(frame["segment_id"].to_list(), frame["section"].to_list(), strict=True))
+    text = dict(zip(frame["segment_id"].to_list(), frame["text"].to_list(), strict=True))
+    crossing = [(a, b) for a, b in merged.select("segment_id", "representative_id").iter_rows()
+                if _siblings(section[a], section[b])]
+    engine = arrowdedup.ingest(frame).decisions
+    return {
+        "text_rule_merges": merged.height,
+        "sibling_section_merges": len(crossing),
+        "engine_merges": engine.filter(pl.col("action") == "merged_near").height,
+        "section_refusals": engine.filter(pl.col("guard_reason") == "section").height,
+        "examples": [{"language": language, "section_a": section[a], "section_b": section[b],
+                      "text_a": text[a], "text_b": text[b]} for a, b in crossing],
+    }
+
+
 def sample_merges(merges: list[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]]:
     """``n`` of the engine's guarded merges drawn uniformly (fixed seed) from every unique
     one, in pair id order, so the sample is the corpus's mix of languages and types."""
@@ -300,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--cap", type=int, default=CAP)
     s.add_argument("--seed", type=int, default=SEED)
+    x = sub.add_parser("sections", help="near merges across sibling sections (issue 44)")
+    x.add_argument("--out", type=Path, required=True)
+    x.add_argument("--languages", default="bn,en,es,fr,ja,ko,pl,pt,ro,uk,zh")
+    x.add_argument("--cache", type=Path, default=default_cache())
     m = sub.add_parser("sample-merges", help="draw guarded merges (from collect --guard)")
     m.add_argument("--merges", type=Path, required=True)
     m.add_argument("--out", type=Path, required=True)
@@ -313,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--labels", type=Path, required=True)
     b.add_argument("--cache", type=Path, default=default_cache())
     args = parser.parse_args(argv)
-    if not CORPUS.is_dir() and args.cmd == "collect":
+    if not CORPUS.is_dir() and args.cmd in ("collect", "sections"):
         print(f"the shared corpus is missing ({CORPUS.relative_to(ROOT.parent)}); "
               "fetch ../shared/data first", file=sys.stderr)
         return 1
@@ -324,6 +375,12 @@ def main(argv: list[str] | None = None) -> int:
             write_jsonl(pairs, args.out)
         print(json.dumps(counts(pairs, "language", "segment_type"), indent=1))
         print(f"{len(pairs)} unique candidate pairs -> {args.out}")
+    elif args.cmd == "sections":
+        found = [section_crossings(CORPUS, lang, args.cache)
+                 for lang in parse_shares(args.languages)]
+        totals = {k: sum(f[k] for f in found) for k in found[0] if k != "examples"}
+        write_jsonl([e for f in found for e in f["examples"]], args.out)
+        print(json.dumps(totals, indent=1))
     elif args.cmd == "sample-merges":
         pairs = sample_merges(read_jsonl(args.merges), args.n, args.seed)
         write_jsonl(pairs, args.out)

@@ -114,3 +114,10 @@ def test_sampled_guarded_merges_are_forty_judged_merges():
     assert len(table["rows"]) == len(merges)
     assert figures["genuine"] == sum(p["label"] == "genuine" for p in merges)
     assert all("\n" not in cell for row in table["rows"] for cell in row[2:4])
+
+
+def test_sibling_sections_are_paths_neither_of_which_starts_the_other():
+    assert judged_pairs._siblings("Guide > Tomcat", "Guide > WebLogic")
+    assert not judged_pairs._siblings("Guide", "guide >  Setup")
+    assert not judged_pairs._siblings("Guide > Setup", "Guide > Setup")
+    assert not judged_pairs._siblings(None, "Guide")
