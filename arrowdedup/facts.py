@@ -762,24 +762,20 @@ def fact_conflict(a: str, b: str, *, segment_type: str | None = None,
 
 def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """CSR signatures of a segments frame: its ``fact_signature`` column when present (any
-    order; sorted here), else computed from ``text``; with the section tokens of its
-    ``doc_id`` and ``section`` columns when it has both (:mod:`arrowdedup.section_facts`; a
-    stored signature holds them already, and adding them again changes nothing)."""
+    order; sorted here), used as it is; else computed from ``text``, with the section tokens
+    of its ``doc_id`` and ``section`` columns when it has both (:mod:`arrowdedup.section_facts`).
+    A stored signature holds its section tokens already (extraction and ingestion write them),
+    so retrieval reads them and never computes them per query."""
+    if FACT_COLUMN in frame.columns:
+        return signature_column_arrays(frame.get_column(FACT_COLUMN))
     sections = (frame.get_column("doc_id"), frame.get_column("section")) \
         if "section" in frame.columns and "doc_id" in frame.columns else None
-    if FACT_COLUMN not in frame.columns:
-        return signature_arrays(
-            frame.get_column("text"),
-            segment_type=frame.get_column("segment_type") if "segment_type" in frame.columns
-            else None,
-            language=frame.get_column("language") if "language" in frame.columns else None,
-            sections=sections)
-    offsets, values = signature_column_arrays(frame.get_column(FACT_COLUMN))
-    if sections is None or frame.height == 0:
-        return offsets, values
-    rows, tokens = _section_part(*sections, frame.get_column("text"))
-    return _with_facts(offsets, values, frame.height, [(rows, tokens)]) if rows.size \
-        else (offsets, values)
+    return signature_arrays(
+        frame.get_column("text"),
+        segment_type=frame.get_column("segment_type") if "segment_type" in frame.columns
+        else None,
+        language=frame.get_column("language") if "language" in frame.columns else None,
+        sections=sections)
 
 
 def _lead_part(text: pl.Series, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
