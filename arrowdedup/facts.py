@@ -62,8 +62,8 @@ representative ``b``:
 - then, for every guarded type, section context: two segments of one document in sibling
   sections (neither heading path starts the other) merge only if their texts are the same
   apart from layout (letter case, punctuation, markup, white space)
-  (:mod:`arrowdedup.section_facts`; :func:`signatures_of` adds the section tokens of a frame
-  with ``doc_id`` and ``section``; :func:`fact_conflict`, given two texts, has none).
+  (:mod:`arrowdedup.section_facts`; the signatures computed for a frame with ``doc_id`` and
+  ``section`` hold its section tokens; :func:`fact_conflict`, given two texts, has none).
 
 The reason a merge is refused is the kind of the first fact that fails, in kind order, then
 ``content``, then ``section``. List markers and markup never reach the scanner (layout is not
@@ -90,7 +90,6 @@ KIND_NAMES = ("mention", "number", "date", "version", "identifier", "name", "opp
               "negation", "content", "section")
 MENTION, NUMBER, DATE, VERSION, IDENTIFIER, NAME, OPPOSITE, NEGATION = range(8)
 CONTENT = 8  # the reason of a segment whose content its representative does not cover
-SECTION_REASON = 9  # the reason of a segment in a sibling section (:mod:`.section_facts`)
 REASONS = KIND_NAMES[1:]  # what :func:`fact_conflict` may return
 REASON_DTYPE = pl.Enum(list(REASONS))
 
@@ -550,7 +549,9 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     extra += content_parts(text, segment_type=kinds, language=language, skip=modes == OFF)
     extra.append(_lead_part(plain, (modes == OFF) | code))
     if sections is not None:
-        extra.append(_section_part(*sections, text))
+        from .section_facts import section_facts
+
+        extra.append(section_facts(*sections, text))
     if not extra:
         return ends, values  # type: ignore[no-any-return]
     return _with_facts(ends, values, n, extra)
@@ -789,13 +790,6 @@ def _lead_part(text: pl.Series, skip: np.ndarray) -> tuple[np.ndarray, np.ndarra
     rows = np.flatnonzero(lead).astype(np.int64)
     kind = np.uint64(LEAD) << KIND_SHIFT
     return rows, forms(text.fill_null(""), rows) | kind
-
-
-def _section_part(doc_id: pl.Series, section: pl.Series, text: pl.Series
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    from .section_facts import section_facts
-
-    return section_facts(doc_id, section, text)
 
 
 def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
