@@ -124,7 +124,13 @@ _NEGATION = 7
 _CONTENT, _ALIAS, _ROLE, _ORDER = 8, 9, 10, 11
 _CODE_COMMAND, _CODE_NOTE = 13, 14
 # Kind 12: the segment introduces what follows it; the value's low bits are its text's form.
+# Bits 58-59 tell the lead-in (0) from the label, part and subject tokens of
+# :mod:`arrowdedup.entry_facts` (the same layout: a form in the low 58 bits).
 _LEAD = np.uint64(12 << 60)
+_LABEL = np.uint64((12 << 60) | (1 << 58))
+_PART = np.uint64((12 << 60) | (2 << 58))
+_SUBJECT = np.uint64((12 << 60) | (3 << 58))
+_ENTRY_ROLE = np.uint64(3 << 58)
 _LEAD_END = np.uint64(13 << 60)
 # Section tokens (:mod:`arrowdedup.section_facts`): the last kind; bits 58-59 root, prefix,
 # leaf, form.
@@ -246,8 +252,27 @@ def _other_lead_in(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bo
     representative that goes on past the colon may hold it."""
     la = _lower_bound(values, a0, a1, _LEAD)
     lb = _lower_bound(values, b0, b1, _LEAD)
-    return la < a1 and values[la] < _LEAD_END and lb < b1 and values[lb] < _LEAD_END \
+    return la < a1 and values[la] < _LABEL and lb < b1 and values[lb] < _LABEL \
         and values[la] != values[lb]
+
+
+@numba.njit(nogil=True, cache=True)
+def _other_name(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bool:
+    """Is ``a`` a list entry that is only a name (a label) which ``b`` does not write, layout
+    aside, as its whole text or as one side of a ``key: value``? A name with a word added or
+    inflected is another name."""
+    la = _lower_bound(values, a0, a1, _LABEL)
+    if la == a1 or values[la] >= _PART:
+        return False
+    return not _has(values, b0, b1, (values[la] & ~_ENTRY_ROLE) | _PART)
+
+
+@numba.njit(nogil=True, cache=True)
+def _same_subject(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> bool:
+    """Do ``a`` and ``b`` both define the same type ("SpanProcessor: ...")?"""
+    sa = _lower_bound(values, a0, a1, _SUBJECT)
+    sb = _lower_bound(values, b0, b1, _SUBJECT)
+    return sa < a1 and sb < b1 and values[sa] < _LEAD_END and values[sa] == values[sb]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -310,7 +335,7 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
     k = _missing(values, b0, b1, a0, a1, strict, strict)
     if k != 0:
         return k
-    if _other_lead_in(values, a0, a1, b0, b1):
+    if _other_lead_in(values, a0, a1, b0, b1) or _other_name(values, a0, a1, b0, b1):
         return CONTENT_REASON
     if _uncovered(values, a0, a1, b0, b1) or (strict and _uncovered(values, b0, b1, a0, a1)):
         return CONTENT_REASON
@@ -321,7 +346,8 @@ def conflict(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray, a: int,
 def _section_reason(values: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> int:
     """:data:`SECTION_REASON` when ``a`` and ``b`` stand in sibling sections and their texts
     differ beyond layout (a repeated notice is the same text: it may merge), else 0."""
-    if _sections_apart(values, a0, a1, b0, b1) and not _same_form(values, a0, a1, b0, b1):
+    if _sections_apart(values, a0, a1, b0, b1) and not _same_form(values, a0, a1, b0, b1) \
+            and not _same_subject(values, a0, a1, b0, b1):
         return SECTION_REASON
     return 0
 

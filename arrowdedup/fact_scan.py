@@ -1144,6 +1144,24 @@ def _narrow_route(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...]) ->
     return R_WORD
 
 
+@numba.njit(inline="always")
+def _type_name_end(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...]) -> int:
+    """Where the identifier ``[ps, pe)`` ends for its hash: before the plural ``s`` of a type
+    name (PascalCase letters, ``SpanProcessors`` as ``SpanProcessor``, as "APIs" is read as
+    "API"; :func:`arrowdedup.entry_facts.defined_type` drops it alike), else at ``pe``.
+    Identifiers with digits, ``_``, ``.``, ``/`` or ``-`` keep it."""
+    if stats[S_UPPER_AFTER_LOWER] == 0 or stats[S_DIGIT] != 0 or stats[S_US] != 0 or \
+            stats[S_DOT] != 0 or stats[S_SLASH] != 0 or stats[S_DASH] != 0 or \
+            stats[S_ALPHA] != stats[S_CHARS] or not (65 <= data[ps] <= 90) or pe - ps < 4:
+        return pe
+    before = data[pe - 2]
+    # "OpenCensus", "Redis", "SubClass": an "s" after "u", "i" or "s" is not a plural.
+    if data[pe - 1] == 115 and 97 <= before <= 122 and before != 115 and before != 117 \
+            and before != 105:
+        return pe - 1
+    return pe
+
+
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _settle(data: np.ndarray, ps: int, pe: int, hash_e: int, wide: bool, kind: int,
             use_scratch: int, is_num: bool, out: np.ndarray, n_out: int,
@@ -1353,6 +1371,7 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
                         data, ps, pe, stats, piece_start, out, n_out, bufs[0], st, words)
                 else:
                     kind, use_scratch, is_num = K_IDENT, -1, False
+                    hash_e = _type_name_end(data, ps, pe, stats)
                 if cut >= 0:
                     p = cut + 1  # the rest is read as its own piece
                     pe = cut

@@ -548,6 +548,9 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
                                _term_facts(code_terms, n)) if part is not None]
     extra += content_parts(text, segment_type=kinds, language=language, skip=modes == OFF)
     extra.append(_lead_part(plain, (modes == OFF) | code))
+    from .entry_facts import entry_parts
+
+    extra.append(entry_parts(plain, kinds, (modes == OFF) | code))
     if sections is not None:
         from .section_facts import section_facts
 

@@ -8,7 +8,8 @@ representative that failed the guard) this module names, from the two texts:
   representative does not write;
 - for ``content``, the content words of the segment the representative does not cover (or,
   when every word is covered, the opposites, negations and order words that stand elsewhere,
-  or that both are lead-ins);
+  that both are lead-ins, or that the segment is a list entry naming another thing:
+  ``another name: Servicio de Pago ≠ Servicio de Pagos``);
 - for code, the lines of the segment missing from the representative, and the commands the
   representative adds (``+ ...``);
 - for ``section``, the two sections from the level where their paths part
@@ -74,11 +75,18 @@ def guard_details(a: pl.Series, b: pl.Series, reason: pl.Series,
         langs = cw.language_keys(language, n).gather(idx)
         leads = (a_texts.gather(idx).str.contains(LEAD_IN).fill_null(False)
                  & b_texts.gather(idx).str.contains(LEAD_IN).fill_null(False)).to_list()
-        for i, text, lead in zip(content, _content_details(
-                a_texts.gather(idx), b_texts.gather(idx), langs), leads, strict=True):
-            # Two lead-ins whose words are covered were refused for what each introduces.
-            out[i] = "two lead-ins: each introduces its own block" \
-                if lead and text == "content" else text
+        names = _labels(a_texts.gather(idx), None if segment_type is None
+                        else segment_type.gather(idx))
+        for k, (i, text, lead) in enumerate(zip(content, _content_details(
+                a_texts.gather(idx), b_texts.gather(idx), langs), leads, strict=True)):
+            # Covered words, refused all the same: two lead-ins (each introduces its own
+            # block), or a list entry that names another thing than the representative.
+            if text == "content" and lead:
+                out[i] = "two lead-ins: each introduces its own block"
+            elif text == "content" and names[k]:
+                out[i] = f"another name: {a_texts[i].strip()} ≠ {b_texts[i].strip()}"
+            else:
+                out[i] = text
     if fact:
         for i, text in zip(fact, _fact_details([a_texts[i] for i in fact],
                                                [b_texts[i] for i in fact],
@@ -89,6 +97,18 @@ def guard_details(a: pl.Series, b: pl.Series, reason: pl.Series,
 
 
 _CHUNK = 8192
+
+
+def _labels(texts: pl.Series, kinds: pl.Series | None) -> np.ndarray:
+    """Which of ``texts`` are list entries that are only a name (:mod:`.entry_facts`)."""
+    from .entry_facts import label_rows
+    from .facts import _LIST_MARKER
+
+    out = np.zeros(texts.len(), dtype=bool)
+    plain = texts.str.replace_all(_LIST_MARKER, "").str.strip_chars()
+    out[label_rows(plain, None if kinds is None else kinds.cast(pl.String),
+                   np.zeros(texts.len(), dtype=bool))] = True
+    return out
 
 
 def _content_details(a: pl.Series, b: pl.Series, langs: pl.Series) -> list[str]:

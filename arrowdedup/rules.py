@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-RULES_VERSION = "19.0"
+RULES_VERSION = "20.0"
 
 # The first rules whose stored ``fact_signature`` values the guard reads as they are: 18.0
-# widened the kind field to four bits for the content tokens.
-SIGNATURE_RULES = 18
+# widened the kind field to four bits for the content tokens; 20.0 added the label, part and
+# subject tokens (:mod:`arrowdedup.entry_facts`), which older signatures lack.
+SIGNATURE_RULES = 20
 
 
 def signatures_current(manifest: Mapping[str, Any]) -> bool:

@@ -38,7 +38,9 @@ via a ClusterRole.") all introduced different things. Running headers and footer
 Equal content tokens are not enough: "debe otorgar" and "debes otorgar" (one stem) under two
 components' sections, or "Replace index.php" and "Replace the index.php file" introducing two
 sections' code, are statements about two things. Headings are compared by level, letter case
-and runs of white space folded.
+and runs of white space folded. One text is about the same thing in any section: a definition
+of a type ("SpanProcessor: Processes spans ..."), which names its own subject; two segments
+that define the same type are never apart (:mod:`arrowdedup.entry_facts`).
 """
 
 from __future__ import annotations

@@ -26,7 +26,11 @@ stopped forming term pairs, and a lone Han character between kana became a term 
 texts changed: 25 Chinese, 20 Japanese, 2 English; 32 gained a fact, 30 lost one); and
 re-pinned when a lead-in (a text ending with a colon or with "as follows", "the following",
 ..., or saying 次のように or 如下) gained its token, which holds the form of its text (5 texts
-of the sample gained one)."""
+of the sample gained one); and re-pinned at rules 20.0, when each heading and list item gained
+the forms it offers a list entry that is only a name (:mod:`arrowdedup.entry_facts`: 91 of the
+638 texts, all of them typed as headings here, gained one token, or three for a ``key: value``
+text; none lost one) and a type name's plural ``s`` stopped counting in an identifier (no text
+of the sample has one; the untyped digest is unchanged)."""
 
 from __future__ import annotations
 
@@ -43,7 +47,7 @@ CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
 PER_LANGUAGE = 60  # paragraphs from the start of each language's folder
 TYPES = ["paragraph", "paragraph", "code", "heading", None, "page_furniture", "table_row"]
 # (texts, both digests): with segment types and languages, and with neither.
-EXPECTED = (638, "e3167154488c6bb9", "67fee3621fc4959c")
+EXPECTED = (638, "60940f99cae66d03", "67fee3621fc4959c")
 
 
 def corpus_sample() -> tuple[list[str], list[str]]:

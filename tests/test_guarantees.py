@@ -49,7 +49,11 @@ TEXTS = ["alpha beta gamma", "alpha beta gamma delta", "the same words", "boiler
          "copyright notice", "lorem ipsum dolor", "an entirely different sentence", "x",
          # Texts that state facts, so the fact guard has pairs to refuse and to allow.
          "listen on port 8080", "listen on port 9090", "do not restart", "restart it",
-         "use --flag-a", "use --flag-a and port 8080", "enable it", "disable it"]
+         "use --flag-a", "use --flag-a and port 8080", "enable it", "disable it",
+         # Definitions of one type (the section rule lets them merge), and list entries
+         # that are names (a name with a word added is another name).
+         "SpanProcessor: processes spans", "SpanProcessors: processes spans",
+         "Payment Service", "Payment Services", "key: Payment Service"]
 
 
 SECTIONS = [None, "Intro", "Intro > Setup", "Intro > Usage", "intro >  SETUP", "Reference", ""]
@@ -79,7 +83,8 @@ def tables(draw: st.DrawFn) -> pl.DataFrame:
         "doc_id": docs,
         "segment_id": [f"seg-{i:03d}" for i in rng.permutation(n)],
         "text": [TEXTS[i] for i in rng.integers(0, len(TEXTS), n)],
-        "segment_type": [["paragraph", "heading"][i] for i in rng.integers(0, 2, n)],
+        "segment_type": [["paragraph", "heading", "list_item"][i]
+                         for i in rng.integers(0, 3, n)],
         "position": pl.Series(positions, dtype=pl.Int32),
         "extra": list(range(n)),
     }
@@ -162,8 +167,21 @@ def _refused(frame: pl.DataFrame, i: int, j: int) -> bool:
     if fact_conflict(frame.get_column("text")[i], frame.get_column("text")[j],
                      segment_type=kind, language=lang) is not None:
         return True
+    texts = frame.get_column("text")
+    defined = _defined_type(texts[i])
     return kind != "page_furniture" and _sections_apart(frame, i, j) and \
-        not _same_statement(frame, i, j)
+        not _same_statement(frame, i, j) and not (
+            defined is not None and defined == _defined_type(texts[j]))
+
+
+def _defined_type(text: str) -> str | None:
+    """The type a text defines ("SpanProcessor: ..."), lower case and singular."""
+    found = re.match(r"\s*([A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*[a-z0-9])+)\s*[:：]", text)
+    if found is None:
+        return None
+    term = found.group(1).lower()
+    plural = term.endswith("s") and term[-2] not in "isu" and term[-2].isalpha()
+    return term[:-1] if plural else term
 
 
 def _levels(path: str | None) -> list[str]:
