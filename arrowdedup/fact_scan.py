@@ -21,7 +21,7 @@ into every caller before compiling it, so one function of all the rules took min
 chunk's end and its quoted spans, :func:`_quoted_at`; :func:`_strip` its wrapping
 punctuation), splits each into pieces (:func:`_piece_extent` counts a piece's characters),
 writes the common plain word itself (:func:`_plain_word`) and hands any other piece to the
-handler of its kind: :func:`_wide_piece` (list words, :func:`_wide_negation`,
+handler of its kind: :func:`_wide_piece` (list words, :func:`_wide_words`, :func:`_wide_negation`,
 :func:`_wide_terms`) or, as :func:`_narrow_route` says, none (an identifier: URL, flag, path,
 ...), :func:`_number_piece` (:func:`_parse_number`, :func:`_number_fact`) or
 :func:`_word_piece` (list words, acronyms, names, :func:`_hyphen_parts`, negation by affix);
@@ -848,6 +848,29 @@ def _wide_negation(data: np.ndarray, ps: int, pe: int, wide_neg: np.ndarray,
 
 
 @numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def _wide_words(data: np.ndarray, ps: int, pe: int, forms: np.ndarray, form_offsets: np.ndarray,
+                form_values: np.ndarray, out: np.ndarray, n_out: int) -> int:
+    """The facts of the list words of unsegmented scripts that the wide piece ``[ps, pe)``
+    holds anywhere (``forms``, the UTF-8 forms one after another, each with its fact in
+    ``form_values``): "すべての" and "所有" state "all" inside a run without spaces."""
+    for t in range(form_offsets.shape[0] - 1):
+        a0 = form_offsets[t]
+        width = form_offsets[t + 1] - a0
+        q = ps
+        while q + width <= pe:
+            same = True
+            for z in range(width):
+                if data[q + z] != forms[a0 + z]:
+                    same = False
+                    break
+            if same:
+                n_out = _push(out, n_out, form_values[t], int(form_values[t] >> KIND_SHIFT))
+                break
+            q += 1
+    return n_out
+
+
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _wide_piece(data: np.ndarray, ps: int, pe: int, out: np.ndarray, n_out: int,
                 scratch: np.ndarray, words: tuple[np.ndarray, ...],
                 wide_neg: tuple[np.ndarray, ...]) -> tuple[int, int, int]:
@@ -865,6 +888,7 @@ def _wide_piece(data: np.ndarray, ps: int, pe: int, out: np.ndarray, n_out: int,
     # afterwards, and must read "not" (before rules 18.0 it read the last term's bytes, so
     # 不支持 and 支持しない stated different negations).
     n_out = _wide_terms(data, ps, pe, out, n_out, scratch)
+    n_out = _wide_words(data, ps, pe, wide_neg[2], wide_neg[3], wide_neg[4], out, n_out)
     if _wide_negation(data, ps, pe, wide_neg[0], wide_neg[1]):
         kind = K_NEGATION
         use_scratch = _write_not(scratch)
@@ -1479,9 +1503,10 @@ def _scan_rows(offsets: np.ndarray, data: np.ndarray, code: np.ndarray, comma: n
             np.empty(128, dtype=np.uint8), np.empty(4096, dtype=np.uint8))
     st = np.zeros(ST_SIZE, dtype=np.int64)
     (word_keys, word_values, unit_keys, unit_index, unit_offsets, unit_bytes, wide_neg,
-     wide_neg_offsets, word_filter) = tables
+     wide_neg_offsets, word_filter, wide_forms, wide_form_offsets, wide_form_values) = tables
     grouped = ((word_keys, word_values, word_filter),
-               (unit_keys, unit_index, unit_offsets, unit_bytes), (wide_neg, wide_neg_offsets))
+               (unit_keys, unit_index, unit_offsets, unit_bytes),
+               (wide_neg, wide_neg_offsets, wide_forms, wide_form_offsets, wide_form_values))
     row, n_out = 0, 0
     while True:
         # ends[1:] is row r's end at index r + 1: the CSR offsets with a leading 0.

@@ -342,6 +342,10 @@ OPPOSITES: tuple[tuple[str, str], ...] = (
      "programaticamente programmatique programmatiquement",
      "declarative declaratively declarativo declarativa declarativamente déclaratif "
      "déclarative déclarativement"),
+    # Quantifiers (rules 20.0): "all jobs started" is not "some jobs started". Japanese and
+    # Chinese forms are found inside a run without spaces (fact_scan._wide_words).
+    ("all todos todas tous toutes すべて 全て 全部 所有",
+     "some algunos algunas alguns algumas certains certaines 一部 部分 一些 有些"),
 )
 POLAR_WORDS: dict[str, str] = {
     form: side.split()[0] for pair in OPPOSITES for side in pair for form in side.split()
@@ -458,8 +462,20 @@ def _tables() -> tuple[np.ndarray, ...]:
             word_filter[len(raw), raw[0], raw[-1]] |= 1
             if len(raw) >= 2:
                 word_filter[len(raw), raw[1], raw[-2]] |= 2
+    # The list words of unsegmented scripts, looked for inside a wide piece.
+    wide = sorted(form for form in POLAR_SIDES if _unsegmented(form))
+    wide_raw = [w.encode() for w in wide]
+    wide_offsets = np.cumsum([0] + [len(x) for x in wide_raw]).astype(np.int64)
+    wide_bytes = np.frombuffer(b"".join(wide_raw), dtype=np.uint8).copy()
+    wide_values = np.array([words[_hash_str(w)] for w in wide], dtype=np.uint64)
     return (keys, values, unit_keys, unit_index, unit_offsets, unit_bytes, neg_bytes,
-            neg_offsets, word_filter)
+            neg_offsets, word_filter, wide_bytes, wide_offsets, wide_values)
+
+
+def _unsegmented(form: str) -> bool:
+    """Is ``form`` written in a script without spaces between words (kana, Han, Hangul)?"""
+    return any("\u3040" <= ch <= "\u30ff" or "\u3400" <= ch <= "\u9fff" or
+               "\uac00" <= ch <= "\ud7af" for ch in form)
 
 
 _SIGNATURE_TYPE = pl.List(pl.UInt64)

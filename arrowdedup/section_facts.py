@@ -63,12 +63,15 @@ BOILERPLATE_SECTIONS = 3
 _UNIT = "\x1f"  # joins the document and the levels in a hashed key: no heading holds it
 # A text that introduces what follows it: it ends with a colon, or with "as follows", "like
 # this", "the following", "below", ... (in the languages of the function-word lists), or says
-# "as follows" in a script without spaces. Only at the end: "fetch the following page" and
-# "the loop below stops" introduce nothing.
+# "as follows" or "the following" in Japanese or Chinese, where the verb ends the sentence
+# ("factory.go ファイルに次のコードを追加してください。": add the following code). Only at the
+# end in the other languages: "fetch the following page" and "the loop below stops"
+# introduce nothing.
 LEAD_IN = r"(?i)(?:[:：]|\b(?:as follows|like this|the following|below|siguientes?|" \
     r"a continuación|seguintes?|abaixo|suivante?s?|ci-dessous|folgenden?|folgendes|" \
     r"nachstehend|seguenti|seguente|volgende|poniższ\w*|następując\w*|următoare\w*|" \
-    r"наступн\w*|следующ\w*|নিম্নলিখিত))[\s.。!]*$|次のように|以下のように|次のとおり|如下"
+    r"наступн\w*|следующ\w*|নিম্নলিখিত))[\s.。!]*$|次のように|以下のように|次のとおり|如下|" \
+    r"次の|以下の|以下は|以下是|下面的|下面是"
 
 
 def _token(hashes: np.ndarray, role: int) -> np.ndarray:

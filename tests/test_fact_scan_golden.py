@@ -30,7 +30,10 @@ of the sample gained one); and re-pinned at rules 20.0, when each heading and li
 the forms it offers a list entry that is only a name (:mod:`arrowdedup.entry_facts`: 91 of the
 638 texts, all of them typed as headings here, gained one token, or three for a ``key: value``
 text; none lost one) and a type name's plural ``s`` stopped counting in an identifier (no text
-of the sample has one; the untyped digest is unchanged)."""
+of the sample has one; the untyped digest is unchanged), and again when all/some became
+opposites, in English, Spanish, Portuguese and French words and in Japanese and Chinese forms
+found inside a run without spaces (17 texts changed: each gained one to four facts, and a
+capitalised "All" that was a mention became the opposite)."""
 
 from __future__ import annotations
 
@@ -47,7 +50,7 @@ CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
 PER_LANGUAGE = 60  # paragraphs from the start of each language's folder
 TYPES = ["paragraph", "paragraph", "code", "heading", None, "page_furniture", "table_row"]
 # (texts, both digests): with segment types and languages, and with neither.
-EXPECTED = (638, "60940f99cae66d03", "67fee3621fc4959c")
+EXPECTED = (638, "b9963962b52f1ef9", "5bbd63c4802b6776")
 
 
 def corpus_sample() -> tuple[list[str], list[str]]:
