@@ -30,7 +30,9 @@ merges printed with their judgement):
 - ``python -m benchmarks.judged_pairs sample-merges --merges SCRATCH/guarded.jsonl --out
   SCRATCH/drawn.jsonl`` draws 40 of them uniformly (fixed seed);
 - ``python -m benchmarks.judged_pairs build-merges --sample SCRATCH/drawn.jsonl --labels
-  LABELS.tsv`` writes ``benchmarks/data/guarded_merges.jsonl``.
+  LABELS.tsv`` writes ``benchmarks/data/guarded_merges.jsonl``; with ``--sample
+  SCRATCH/guarded.jsonl --out benchmarks/data/guarded_population.jsonl`` it writes every merge,
+  read, which gives the rate a draw of 40 comes from.
 
 ``python -m benchmarks.judged_pairs sections --out SCRATCH/crossings.jsonl`` measures how
 often the text rules alone merge across sibling sections (issue 44, item 4), with the
@@ -66,6 +68,8 @@ PAIRS_FILE = DATA / "judged_pairs.jsonl"
 # The engine's own guarded merges, drawn at random and read (issue 44: 40 sampled merges).
 MERGES_FILE = DATA / "guarded_merges.jsonl"
 MERGES_SAMPLE = 40
+# Every one of those merges, read: the rate a draw of 40 comes from.
+POPULATION_FILE = DATA / "guarded_population.jsonl"
 EMBEDDINGS_FILE = DATA / "judged_pairs_embeddings.parquet"
 LANGUAGES = "es,en:6,pt,fr,ja:6,zh:4"
 THRESHOLD = 0.90
@@ -359,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     j = sub.add_parser("build-merges", help="join labels to the drawn merges, write the file")
     j.add_argument("--sample", type=Path, required=True)
     j.add_argument("--labels", type=Path, required=True)
+    j.add_argument("--out", type=Path, default=MERGES_FILE,
+                   help=f"default {MERGES_FILE.name}; {POPULATION_FILE.name} for every merge")
     b = sub.add_parser("build", help="join labels, write the data files")
     b.add_argument("--sample", type=Path, required=True)
     b.add_argument("--labels", type=Path, required=True)
@@ -392,8 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             raise SystemExit(f"every drawn merge needs a label; missing: {missing[:5]}")
         write_jsonl([{**{k: p[k] for k in FIELDS}, "label": labels[p["pair_id"]][0],
-                      "reason": labels[p["pair_id"]][1]} for p in pairs], MERGES_FILE)
-        print(json.dumps(counts(read_jsonl(MERGES_FILE), "label"), indent=1))
+                      "reason": labels[p["pair_id"]][1]} for p in pairs], args.out)
+        print(json.dumps(counts(read_jsonl(args.out), "label"), indent=1))
     elif args.cmd == "sample":
         pairs = sample(read_jsonl(args.candidates), args.cap, args.seed)
         write_jsonl(pairs, args.out)

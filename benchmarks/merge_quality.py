@@ -43,6 +43,8 @@ TITLE = "Merge quality on judged pairs (issue 44)"
 DATA = Path(__file__).resolve().parent / "data"
 PAIRS_FILE = DATA / "judged_pairs.jsonl"
 MERGES_FILE = DATA / "guarded_merges.jsonl"
+# Every guarded merge of the corpus the draw came from, read: the rate behind the draw.
+POPULATION_FILE = DATA / "guarded_population.jsonl"
 MERGES_GENUINE_MIN = 38
 EMBEDDINGS_FILE = DATA / "judged_pairs_embeddings.parquet"
 THRESHOLD = 0.90
@@ -192,6 +194,17 @@ def sampled_merges_table(pairs: list[dict[str, Any]]) -> tuple[dict[str, Any], d
                     "target_genuine_min": MERGES_GENUINE_MIN, "verdict": verdict}
 
 
+def population_figures(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The share of genuine merges among every guarded merge the draw was made from, and what
+    a draw of 40 expects from it."""
+    genuine = sum(p["label"] == "genuine" for p in pairs)
+    share = genuine / len(pairs) if pairs else 0.0
+    still = sum(r is None for r in engine_reasons(pairs)) if pairs else 0
+    return {"merges": len(pairs), "genuine": genuine, "genuine_share": share,
+            "expected_genuine_of_40": 40 * share, "still_merged": still,
+            "lost": [p["pair_id"] for p in pairs if p["label"] != "genuine"]}
+
+
 def _ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
@@ -263,6 +276,15 @@ def run(quick: bool) -> dict[str, Any]:
         sampled, sample_figures = sampled_merges_table(load_pairs(MERGES_FILE))
         tables.append(sampled)
         figures["sampled_merges"] = sample_figures
+    if POPULATION_FILE.exists():
+        figures["population_merges"] = population_figures(load_pairs(POPULATION_FILE))
+        pop = figures["population_merges"]
+        notes.append(
+            f"Every guarded merge of the corpus at the draw ({pop['merges']}) was read: "
+            f"{pop['genuine']} genuine ({pop['genuine_share']:.1%}); a random draw of 40 "
+            f"expects {pop['expected_genuine_of_40']:.1f} genuine, so the draw's count is "
+            f"{'robust' if pop['expected_genuine_of_40'] >= MERGES_GENUINE_MIN else 'luck of the draw, not a met target'}"
+            f"; {pop['still_merged']} still merge under the current rules.")
     figures["by_group"] = {key: {f: s[f] for f in ("language", "segment_type")}
                            for key, s in results.items()}
     figures["targets"] = TARGETS
