@@ -126,3 +126,12 @@ def embedder():
     from arrowdedup.embed import Model2VecEmbedder
 
     return Model2VecEmbedder(need(M2V_MODEL))
+
+
+@pytest.fixture(scope="session")
+def sample_segments() -> pl.DataFrame:
+    """The bundled sample (data/sample) extracted once: the items the framework adapters'
+    tests dedup (doc_id, segment_id, text, … in document order)."""
+    from arrowdedup.extract import extract
+
+    return extract([ROOT / "data" / "sample"], root=ROOT / "data" / "sample")

@@ -50,15 +50,15 @@ def _named(spec: str) -> Embedder:
 
 def bundled(embedder: str | Embedder | None) -> EmbedFn:
     """Texts -> vectors with arrowdedup's own embedder (``"minilm"`` when None), loaded on the
-    first call, so items that carry embeddings never load a model. Texts are read as the job
-    path reads them (:func:`arrowdedup.embed_view.embedding_texts`)."""
+    first call, so items that carry embeddings never load a model. Embedded as the job path
+    embeds (:func:`arrowdedup.embed_texts`: each distinct text once, its visible words)."""
 
     def encode(texts: list[str]) -> np.ndarray:
-        from ..embed_view import embedding_texts
+        from ..embed_cache import embed_texts
 
         model = _named(embedder or "minilm") if embedder is None or isinstance(embedder, str) \
             else get_embedder(embedder)
-        return np.asarray(model.encode(embedding_texts(texts).to_pylist()), dtype=np.float32)
+        return embed_texts(texts, model)[0]
 
     return encode
 
