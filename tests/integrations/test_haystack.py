@@ -15,12 +15,12 @@ import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
 
 pytest.importorskip("haystack")
-from haystack import Document, Pipeline  # noqa: E402
-from haystack.components.retrievers.in_memory import InMemoryBM25Retriever  # noqa: E402
-from haystack.components.writers import DocumentWriter  # noqa: E402
-from haystack.document_stores.in_memory import InMemoryDocumentStore  # noqa: E402
+from haystack import Document, Pipeline
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.components.writers import DocumentWriter
+from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from arrowdedup.integrations.haystack import DedupDocuments  # noqa: E402
+from arrowdedup.integrations.haystack import DedupDocuments
 
 
 class Counting:

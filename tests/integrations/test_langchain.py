@@ -16,14 +16,14 @@ import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
 
 pytest.importorskip("langchain_core")
-from langchain_core.documents import (  # noqa: E402
+from langchain_core.documents import (
     BaseDocumentCompressor,
     BaseDocumentTransformer,
     Document,
 )
-from langchain_core.retrievers import BaseRetriever  # noqa: E402
+from langchain_core.retrievers import BaseRetriever
 
-from arrowdedup.integrations.langchain import (  # noqa: E402
+from arrowdedup.integrations.langchain import (
     DedupCompressor,
     DedupTransformer,
     StoreRetriever,

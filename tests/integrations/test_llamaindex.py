@@ -15,10 +15,10 @@ import arrowdedup as ad
 from arrowdedup.errors import EmbedderError, InputError, MissingDependencyError
 
 pytest.importorskip("llama_index.core")
-from llama_index.core.base.embeddings.base import BaseEmbedding  # noqa: E402
-from llama_index.core.ingestion import IngestionPipeline  # noqa: E402
-from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
-from llama_index.core.schema import (  # noqa: E402
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import (
     MetadataMode,
     NodeRelationship,
     NodeWithScore,
@@ -27,7 +27,7 @@ from llama_index.core.schema import (  # noqa: E402
     TransformComponent,
 )
 
-from arrowdedup.integrations.llamaindex import (  # noqa: E402
+from arrowdedup.integrations.llamaindex import (
     DedupPostprocessor,
     DedupTransform,
     StoreRetriever,
