@@ -11,6 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+# Haystack sends usage telemetry unless told not to; tests never reach the network.
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 M2V_MODEL = SHARED_DATA / "models" / "m2v-minilm-l6-256"
