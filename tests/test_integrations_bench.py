@@ -10,7 +10,7 @@ pytest.importorskip("llama_index.core")
 pytest.importorskip("haystack")
 pytest.importorskip("datasets")
 
-from benchmarks import integrations  # noqa: E402
+from benchmarks import integrations
 
 TINY = {"docs": 20, "segments": 10, "dim": 16, "results": 40, "repeats": 1, "calls": 1,
         "pages": 25}
@@ -27,6 +27,7 @@ def test_overhead_sides_agree_and_are_reported():
     assert tables[0]["columns"][-1] == "target <= 1.10"
 
 
+@pytest.mark.slow  # MiniLM and the corpus: about a minute
 def test_quality_counts_against_arrowdedup():
     need(M2V_MODEL)
     need(OTEL_CONTENT)
