@@ -98,6 +98,8 @@ from .timings import STAGES as STAGES
 from .timings import complete
 
 if TYPE_CHECKING:
+    from datasets import Dataset
+
     from .embed import Embedder
     from .extract.limits import ExtractLimits
     from .ingest import IngestionResult
@@ -112,7 +114,7 @@ TABLE_SUFFIXES = frozenset({".parquet", ".arrow", ".ipc", ".feather"})
 
 TableLike: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table
 # A Hugging Face datasets.Dataset is a source too (arrowdedup.integrations.datasets).
-Source: TypeAlias = TableLike | str | Path | Sequence[str | Path] | Any
+Source: TypeAlias = "TableLike | str | Path | Sequence[str | Path] | Dataset"
 
 
 # ----------------------------------------------------------------------------- the result

@@ -263,6 +263,7 @@ def quality(p: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], li
     totals: dict[str, dict[str, int]] = {}
     examples: list[list[Any]] = []
     kinds: list[str] = []
+    shown: set[str] = set()
     for threshold in (0.95, 0.90):
         totals[f"{threshold:.2f}"] = {"results": 0, "erf_kept": 0, "ours_kept": 0,
                                       "erf_dropped_better_ranked": 0,
@@ -297,19 +298,24 @@ def quality(p: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], li
                     key = "erf_dropped_better_ranked" if later else "erf_dropped_facts"
                     tally[key] += 1
                     other = docs[(later or partners or [r])[0]]
-                    if threshold == "0.95" and kinds.count(kind) < 3:
+                    if threshold == "0.95" and kinds.count(kind) < 3 and \
+                            _short(doc.page_content) not in shown:
                         kinds.append(kind)
+                        shown.add(_short(doc.page_content))
                         examples.append([question, kind, _short(doc.page_content),
                                          _short(other.page_content),
                                          ad.fact_conflict(doc.page_content,
                                                           other.page_content)])
-                elif r in kept_theirs and r not in kept_ours:
+                elif r in kept_theirs and r not in kept_ours and displaced_by[r] in kept_theirs:
+                    # Both copies reach the prompt: the filter keeps a repeat of a result it
+                    # keeps too (a dropped better copy is counted above, not here).
                     tally["erf_kept_repeats"] += 1
                     if threshold == "0.95" and kinds.count("kept a repeat") < 3:
                         kinds.append("kept a repeat")
                         rep = docs[displaced_by[r]]
                         examples.append([question, "kept a repeat", _short(doc.page_content),
-                                         _short(rep.page_content), None])
+                                         _short(rep.page_content),
+                                         f"cosine {unit[r] @ unit[displaced_by[r]]:.3f}"])
     rows = [[f"EmbeddingsRedundantFilter @ {t}", v["results"], v["erf_kept"], v["ours_kept"],
              v["erf_dropped_better_ranked"], v["erf_dropped_facts"], v["erf_kept_repeats"]]
             for t, v in totals.items()]
@@ -320,12 +326,12 @@ def quality(p: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], li
               f"of {len(set(sources))} English OpenTelemetry pages), MiniLM embeddings for both",
               ["filter", "results", "filter keeps", "arrowdedup keeps",
                "filter drops the better-ranked copy", "filter drops, facts not covered",
-               "filter keeps a repeat"], rows,
+               "filter keeps a repeat of a kept result"], rows,
               note="Counted against arrowdedup's DedupCompressor (threshold 0.90, fact guard on) "
                    "on the same results."),
         table("Examples (filter at its default 0.95; texts cut to 80 characters)",
               ["question", "what the filter did", "this result", "the result it pairs with",
-               "fact_conflict"], examples),
+               "fact_conflict (dropped, kept) or cosine"], examples),
     ]
     notes = ["EmbeddingsRedundantFilter drops, of each pair above its threshold, the document "
              "that comes *first* in the list (its rule: `np.tril(similarity, k=-1)`, then "

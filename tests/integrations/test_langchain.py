@@ -235,3 +235,28 @@ def test_missing_extra_names_the_pip_command(monkeypatch):
     monkeypatch.delitem(sys.modules, "arrowdedup.integrations.langchain", raising=False)
     with pytest.raises(MissingDependencyError, match=r"pip install 'arrowdedup\[langchain\]'"):
         importlib.import_module("arrowdedup.integrations.langchain")
+
+
+def test_store_retriever_embeds_the_query_with_langchain_embeddings(store, embedder):
+    """A LangChain Embeddings of the store's own model embeds the query (BM25 still reads its
+    words); one of another model is refused, naming both."""
+    from langchain_core.embeddings import Embeddings
+
+    class StoreModel(Embeddings):
+        model_name = embedder.name
+
+        def embed_documents(self, texts):
+            return embedder.encode(list(texts)).tolist()
+
+        def embed_query(self, text):
+            return self.embed_documents([text])[0]
+
+    query = "how often are failed webhooks retried"
+    docs = StoreRetriever(store=store, k=4, embeddings=StoreModel()).invoke(query)
+    hits = ad.search(store, query, k=4, embedder=embedder).results
+    assert [d.id for d in docs] == hits.get_column("segment_id").to_list()
+    assert all(d.metadata["cosine"] is not None for d in docs)
+    other = StoreModel()
+    other.model_name = "some-other-model"
+    with pytest.raises(ad.EmbedderError, match="not the store's model"):
+        StoreRetriever(store=store, embeddings=other).invoke(query)
