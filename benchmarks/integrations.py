@@ -299,9 +299,9 @@ def quality(p: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], li
                     tally[key] += 1
                     other = docs[(later or partners or [r])[0]]
                     if threshold == "0.95" and kinds.count(kind) < 3 and \
-                            _short(doc.page_content) not in shown:
+                            not {doc.page_content, other.page_content} & shown:
                         kinds.append(kind)
-                        shown.add(_short(doc.page_content))
+                        shown |= {doc.page_content, other.page_content}
                         examples.append([question, kind, _short(doc.page_content),
                                          _short(other.page_content),
                                          ad.fact_conflict(doc.page_content,
