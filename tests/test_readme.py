@@ -116,7 +116,8 @@ def framework_blocks() -> dict[str, str]:
     for block in python_blocks():
         first = block.splitlines()[0]
         if first.startswith("# pip install 'arrowdedup["):
-            out[first.split("[", 1)[1].split("]", 1)[0]] = block
+            extras = first.split("[", 1)[1].split("]", 1)[0]
+            out[extras.split(",")[0]] = block
     return out
 
 

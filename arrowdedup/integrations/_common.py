@@ -11,35 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from ..config import DedupConfig
-from ..embed import Embedder, get_embedder
-from ..errors import EmbedderError, InputError, MissingDependencyError
+from ..embed import DEFAULT_EMBEDDER, Embedder, get_embedder
+from ..errors import EmbedderError, InputError
 
-# The keys the adapters write into each kept item's metadata.
-INGESTION_KEYS = ("salience", "near_duplicate_count", "merged_ids")
-RANKED_KEYS = ("displaced_ids",)
 # Every item is one paragraph of its document: the frameworks carry no segment type.
 SEGMENT_TYPE = "paragraph"
-ROW = "__row"
+ROW = "__row"  # each ranked row's index in the list, to map dedupe_ranked's answer back
 
 EmbedFn = Callable[[list[str]], np.ndarray]
-
-
-def require(module: str, package: str, extra: str, purpose: str) -> ModuleType:
-    """Import ``module`` or raise :class:`MissingDependencyError` naming ``pip install
-    'arrowdedup[extra]'``."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        raise MissingDependencyError(package, extra, purpose) from err
 
 
 @functools.lru_cache(maxsize=4)
@@ -56,8 +42,10 @@ def bundled(embedder: str | Embedder | None) -> EmbedFn:
     def encode(texts: list[str]) -> np.ndarray:
         from ..embed_cache import embed_texts
 
-        model = _named(embedder or "minilm") if embedder is None or isinstance(embedder, str) \
-            else get_embedder(embedder)
+        if embedder is None or isinstance(embedder, str):
+            model = _named(embedder or DEFAULT_EMBEDDER)
+        else:
+            model = get_embedder(embedder)
         return embed_texts(texts, model)[0]
 
     return encode
