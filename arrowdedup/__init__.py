@@ -89,6 +89,7 @@ _EXPORTS: dict[str, str] = {
 }
 # Subpackages and modules reachable as attributes without an import statement.
 _SUBMODULES = frozenset({"calibrate", "cli", "config", "embed", "errors", "extract",
+                         "integrations",
                          "facts",
                          "ingest", "job", "metrics", "retrieval", "schema", "store",
                          "verify"})

@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import polars as pl
@@ -116,16 +116,20 @@ def ingest(
     *,
     threads: int | None = None,
     scorer: SalienceScorer | None = None,
+    columns: Mapping[str, str] | None = None,
 ) -> IngestionResult:
     """Deduplicate a segments table inside each (doc_id, segment_type, language) group.
 
     Never embeds: rows without an embedding get hash dedup only. When the table has no
-    ``salience`` column, ``scorer`` (default: SPEC section 3) computes one.
+    ``salience`` column, ``scorer`` (default: SPEC section 3) computes one. ``segments`` may
+    be a Hugging Face ``datasets.Dataset``, whose columns ``columns`` maps onto the segments
+    table (``{"doc_id": "url", "text": "content"}``; see
+    :mod:`arrowdedup.integrations.datasets`).
     """
     cfg = resolve_config(config)
     timer = Timer()
     with timer.stage("read"):
-        frame = read_segments(segments)
+        frame = read_segments(segments, columns=columns)
     with timer.stage("validate"):
         emb = validate(frame, cfg.ingestion.max_segments_per_document)
     with timer.stage("salience"):

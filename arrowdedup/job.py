@@ -98,6 +98,8 @@ from .timings import STAGES as STAGES
 from .timings import complete
 
 if TYPE_CHECKING:
+    from datasets import Dataset
+
     from .embed import Embedder
     from .extract.limits import ExtractLimits
     from .ingest import IngestionResult
@@ -111,7 +113,8 @@ LOCAL_AHEAD = 1  # buckets prepared ahead of the one being written (local engine
 TABLE_SUFFIXES = frozenset({".parquet", ".arrow", ".ipc", ".feather"})
 
 TableLike: TypeAlias = pl.DataFrame | pl.LazyFrame | pa.Table
-Source: TypeAlias = TableLike | str | Path | Sequence[str | Path]
+# A Hugging Face datasets.Dataset is a source too (arrowdedup.integrations.datasets).
+Source: TypeAlias = "TableLike | str | Path | Sequence[str | Path] | Dataset"
 
 
 # ----------------------------------------------------------------------------- the result
@@ -1348,7 +1351,12 @@ DOCUMENTS_BATCH = 16 * 1024
 # ----------------------------------------------------------------------------- the job
 
 
-def _as_inputs(source: Source) -> tuple[list[pa.Table], list[Path]]:
+def _as_inputs(source: Source, columns: Mapping[str, str] | None = None
+               ) -> tuple[list[pa.Table], list[Path]]:
+    from .schema import dataset_segments, is_dataset
+
+    if columns is not None or is_dataset(source):
+        return [dataset_segments(source, columns)], []
     if isinstance(source, (pl.DataFrame, pl.LazyFrame, pa.Table)):
         return [_arrow_of(source)], []
     if isinstance(source, (str, Path)):
@@ -1388,6 +1396,7 @@ def ingest_to_store(
     keep_versions: int = KEEP_VERSIONS,
     extract_limits: ExtractLimits | None = None,
     follow_external_symlinks: bool = False,
+    columns: Mapping[str, str] | None = None,
 ) -> JobResult:
     """Deduplicate ``source`` inside each document and write it as a new version of the store
     at ``out``, switched to atomically; returns the :class:`JobResult` of that version.
@@ -1405,6 +1414,8 @@ def ingest_to_store(
     ``--update`` and ``--replace``); ``keep_versions``: versions kept after the switch.
     ``extract_limits``: what one document file may cost to extract (``ExtractLimits``);
     ``follow_external_symlinks``: read links in a folder that point outside it.
+    ``source`` may be a Hugging Face ``datasets.Dataset``, whose columns ``columns`` maps onto
+    the segments table (:mod:`arrowdedup.integrations.datasets`).
     """
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}; choose 'local' or 'ray'")
@@ -1413,7 +1424,7 @@ def ingest_to_store(
     start = time.perf_counter()
     cfg = resolve_config(config)
     store_root = Path(out)
-    tables, paths = _as_inputs(source)
+    tables, paths = _as_inputs(source, columns)
     timings: dict[str, float] = {}
     extra: dict[str, Any] = {"engine": engine}
     model = embedding_model

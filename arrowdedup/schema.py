@@ -6,9 +6,10 @@ fixed-size list embeddings of any float width) and never rewritten: validation o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import polars as pl
@@ -20,16 +21,44 @@ from .errors import InputError, SchemaError
 from .hashing import ascii_only
 from .vectors import Embeddings, _refuse, embeddings_from
 
+if TYPE_CHECKING:
+    from datasets import Dataset
+
 REQUIRED = ("doc_id", "segment_id", "text", "segment_type", "position")
 SegmentsInput: TypeAlias = (
-    pl.DataFrame | pl.LazyFrame | pa.Table | str | Path | Sequence[str | Path]
+    "pl.DataFrame | pl.LazyFrame | pa.Table | str | Path | Sequence[str | Path] | Dataset"
 )
 
 _STRINGISH = (pl.String, pl.Categorical, pl.Enum)
 
 
-def read_segments(source: SegmentsInput) -> pl.DataFrame:
-    """Load a segments table from a frame, an Arrow table or Parquet / Arrow IPC file(s)."""
+def is_dataset(source: object) -> bool:
+    """Whether ``source`` is a Hugging Face ``datasets`` object (``Dataset``, ``DatasetDict``,
+    …), known without importing ``datasets``: if it is not imported, nothing is one."""
+    module = sys.modules.get("datasets")
+    kinds = tuple(getattr(module, name, ()) for name in (
+        "Dataset", "DatasetDict", "IterableDataset", "IterableDatasetDict"))
+    return module is not None and isinstance(source, tuple(k for k in kinds if k))
+
+
+def dataset_segments(source: Any, columns: Mapping[str, str] | None) -> pa.Table:
+    """A ``datasets.Dataset`` as an Arrow segments table (:mod:`arrowdedup.integrations.datasets`);
+    ``columns=`` given with anything else is refused."""
+    if not is_dataset(source):
+        raise InputError(
+            "columns= maps the columns of a datasets.Dataset; rename a frame's or a table's "
+            "columns before passing it (DataFrame.rename, Table.rename_columns)")
+    from .integrations.datasets import dataset_table
+
+    return dataset_table(source, columns)
+
+
+def read_segments(source: SegmentsInput, *, columns: Mapping[str, str] | None = None
+                  ) -> pl.DataFrame:
+    """Load a segments table from a frame, an Arrow table, a ``datasets.Dataset`` (whose columns
+    ``columns`` maps) or Parquet / Arrow IPC file(s)."""
+    if columns is not None or is_dataset(source):
+        return _from_arrow(dataset_segments(source, columns), "the dataset")
     if isinstance(source, pl.DataFrame):
         return source
     if isinstance(source, pl.LazyFrame):
@@ -58,7 +87,7 @@ def read_segments(source: SegmentsInput) -> pl.DataFrame:
         return _from_arrow(table, ", ".join(str(p) for p in paths))
     raise InputError(
         f"cannot read segments from a {type(source).__name__}; pass a polars DataFrame or "
-        "LazyFrame, a pyarrow Table, or Parquet / Arrow IPC file path(s)"
+        "LazyFrame, a pyarrow Table, a datasets.Dataset, or Parquet / Arrow IPC file path(s)"
     )
 
 
@@ -216,5 +245,5 @@ def validate(
     return embeddings
 
 
-__all__ = ["REQUIRED", "Embeddings", "SegmentsInput", "embeddings_from", "read_segments",
-           "read_table_file", "validate"]
+__all__ = ["REQUIRED", "Embeddings", "SegmentsInput", "dataset_segments", "embeddings_from",
+           "is_dataset", "read_segments", "read_table_file", "validate"]

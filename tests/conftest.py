@@ -11,6 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+# Haystack sends usage telemetry unless told not to; tests never reach the network.
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 M2V_MODEL = SHARED_DATA / "models" / "m2v-minilm-l6-256"
@@ -126,3 +129,12 @@ def embedder():
     from arrowdedup.embed import Model2VecEmbedder
 
     return Model2VecEmbedder(need(M2V_MODEL))
+
+
+@pytest.fixture(scope="session")
+def sample_segments() -> pl.DataFrame:
+    """The bundled sample (data/sample) extracted once: the items the framework adapters'
+    tests dedup (doc_id, segment_id, text, … in document order)."""
+    from arrowdedup.extract import extract
+
+    return extract([ROOT / "data" / "sample"], root=ROOT / "data" / "sample")

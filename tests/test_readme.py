@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -99,3 +100,44 @@ def test_readme_session_replays_cleanly_at_80_columns(tmp_path: Path, monkeypatc
             assert "Near-duplicate merges" in result.stdout
             assert "│ docs/authentication │" in result.stdout
     assert (work / "report.html").exists()
+
+
+FRAMEWORKS = {
+    "langchain": ("ingestion: 234 → ", "EmbeddingsRedundantFilter keeps", "only arrowdedup keeps"),
+    "llamaindex": ("the docstore keeps", "retrieval: "),
+    "haystack": ("the writer keeps",),
+    "datasets": ("distinct texts:", "Deduplication: "),
+}
+
+
+def framework_blocks() -> dict[str, str]:
+    """The README's framework examples, by extra (each starts with its pip command)."""
+    out = {}
+    for block in python_blocks():
+        first = block.splitlines()[0]
+        if first.startswith("# pip install 'arrowdedup["):
+            extras = first.split("[", 1)[1].split("]", 1)[0]
+            out[extras.split(",")[0]] = block
+    return out
+
+
+@pytest.mark.parametrize("extra", sorted(FRAMEWORKS))
+def test_readme_framework_example_runs(extra: str, tmp_path: Path, monkeypatch, capsys) -> None:
+    """Each framework's example, as a user runs it from the project root, on the bundled
+    sample with the shared Model2Vec model (or the packaged MiniLM)."""
+    from conftest import M2V_MODEL, ROOT, need
+
+    need(M2V_MODEL)
+    pytest.importorskip({"langchain": "langchain_community", "llamaindex": "llama_index.core",
+                         "haystack": "haystack", "datasets": "datasets"}[extra])
+    block = framework_blocks().get(extra)
+    assert block is not None, f"README has no {extra} example"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data").symlink_to(ROOT / "data")
+    (tmp_path / "shared").symlink_to(M2V_MODEL.parent.parent.parent)  # ../shared
+    monkeypatch.chdir(work)
+    exec(compile(block, f"README.md ({extra})", "exec"), {})
+    out = capsys.readouterr().out
+    for expected in FRAMEWORKS[extra]:
+        assert expected in out, (extra, expected, out)
