@@ -279,11 +279,12 @@ def run(quick: bool) -> dict[str, Any]:
     if POPULATION_FILE.exists():
         figures["population_merges"] = population_figures(load_pairs(POPULATION_FILE))
         pop = figures["population_merges"]
+        robust = pop["expected_genuine_of_40"] >= MERGES_GENUINE_MIN
         notes.append(
             f"Every guarded merge of the corpus at the draw ({pop['merges']}) was read: "
             f"{pop['genuine']} genuine ({pop['genuine_share']:.1%}); a random draw of 40 "
             f"expects {pop['expected_genuine_of_40']:.1f} genuine, so the draw's count is "
-            f"{'robust' if pop['expected_genuine_of_40'] >= MERGES_GENUINE_MIN else 'luck of the draw, not a met target'}"
+            f"{'robust' if robust else 'luck of the draw, not a met target'}"
             f"; {pop['still_merged']} still merge under the current rules.")
     figures["by_group"] = {key: {f: s[f] for f in ("language", "segment_type")}
                            for key, s in results.items()}
