@@ -12,7 +12,9 @@ services of a list of links), "OpenTelemetry .NET" and "OpenTelemetry .NET Contr
 repositories). Their words are covered (an inflection, a word added), so the content rule lets
 them through; but a name with a word added or inflected is another name. So a *label*, a list
 item of at most :data:`LABEL_MAX_WORDS` words that is not a sentence (no sentence punctuation,
-no ``key: value`` colon, not a lead-in), merges only into an entry that writes the same name,
+no ``key: value`` colon, not a lead-in) and capitalises its words (a word in lower case is a
+function word: "Servicio de Pago", not "Install the agent", which says something), merges
+only into an entry that writes the same name,
 layout aside: a list item or heading of that form, or one that pairs that form with a key or a
 description across a colon ("W3C Baggage" into ``"baggage": W3C Baggage``). Each list item and
 heading carries the forms it offers (role :data:`PART`): its whole text's and, for ``key:
@@ -32,6 +34,8 @@ same type are not apart, whatever their sections.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import polars as pl
@@ -79,12 +83,27 @@ def label_rows(plain: pl.Series, kinds: pl.Series | None, skip: np.ndarray) -> n
     if rows.size == 0:
         return rows
     texts = plain.gather(rows).fill_null("")
-    words = texts.str.split(" ").list.eval(pl.element().filter(pl.element() != "")).list.len()
+    split = texts.str.split(" ").list.eval(pl.element().filter(pl.element() != ""))
+    # A name capitalises its words: a word in lower case is a function word ("Servicio de
+    # Pago", "Guide to the SDK"), else the entry says something ("set ebpf in the list",
+    # "Install the agent").
+    lower = split.list.eval(pl.element().str.replace_all(r"[^\p{L}\p{N}'-]", "")
+                            .filter(pl.element().str.contains(r"^\p{Ll}"))
+                            .is_in(sorted(_function_words()))).list.all()
     label = (texts.str.contains(r"\w")
              & ~texts.str.contains(_COLON) & ~texts.str.contains(_SENTENCE)
              & ~texts.str.contains(LEAD_IN) & ~texts.str.contains("\n")
-             & (words <= LABEL_MAX_WORDS)).fill_null(False).to_numpy().astype(bool)
-    return rows[label]
+             & (split.list.len() <= LABEL_MAX_WORDS) & lower).fill_null(False).to_numpy()
+    return rows[label.astype(bool)]
+
+
+@functools.cache
+def _function_words() -> frozenset[str]:
+    """The function words of every language of :mod:`arrowdedup.function_words`: a name's
+    lower-case words are these, whatever the entry's language."""
+    from .function_words import BY_LANGUAGE
+
+    return frozenset().union(*BY_LANGUAGE.values())
 
 
 def defined_type(texts: pl.Series) -> pl.Series:

@@ -33,6 +33,7 @@ def test_a_list_entry_that_is_a_name_merges_only_into_that_name(a: str, b: str) 
 
 
 @pytest.mark.parametrize(("a", "b"), [
+    ("Install the agent", "Install the OpenTelemetry agent"),  # not a name: B says more
     ("- Servicio de Pago", "1. servicio de  pago"),  # layout and letter case aside
     ("W3C Baggage", '"baggage": W3C Baggage'),  # the name as one side of a colon
     ("go.opentelemetry.io/otel/sdk/metric", "Metrics SDK: go.opentelemetry.io/otel/sdk/metric"),
@@ -47,6 +48,8 @@ def test_the_same_name_merges(a: str, b: str) -> None:
     "Configure the exporter:",  # a lead-in
     "key: value",  # a key and its value
     "one two three four five six seven",  # longer than a name
+    "set ebpf in the list",  # an instruction: its words are not capitalised
+    "Install the agent",
 ])
 def test_what_is_not_a_label(text: str) -> None:
     rows = label_rows(pl.Series([text]), pl.Series(["list_item"]), np.zeros(1, dtype=bool))

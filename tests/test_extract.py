@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from arrowdedup.cli import app
+from arrowdedup.entry_facts import PART, ROLE_SHIFT
 from arrowdedup.errors import ArrowDedupError, ConfigError, InputError
 from arrowdedup.extract import SCHEMA, compile_language_pattern, extract, extract_documents
 from arrowdedup.facts import fact_signatures
@@ -337,8 +338,11 @@ def test_inline_code_keeps_its_fact_without_its_backticks(tmp_path: Path) -> Non
     frame = extract(tmp_path / "checks.md")
     backticked = fact_signatures(pl.Series(["set `ebpf` in the list"])).to_list()[0]
     item = frame.filter(pl.col("segment_type") == "list_item")["fact_signature"].to_list()[0]
-    # Beside its section tokens (kind 15: where the item stands), the backticked text's facts.
-    assert [v for v in item if v >> 60 < 15] == backticked
+    # Beside its section tokens (kind 15: where the item stands) and the form it offers a
+    # list entry that names it (kind 12, role PART: entry_facts), the backticked text's facts.
+    offered = (12 << 60) | (PART << ROLE_SHIFT)
+    assert [v for v in item if v >> 60 < 15 and v >> 58 != offered >> 58] == backticked
+    assert any(v >> 58 == offered >> 58 for v in item)
     assert {v >> 60 for v in item if v >> 60 >= 15} in (set(), {15})
 
 
