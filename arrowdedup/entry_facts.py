@@ -74,7 +74,7 @@ def _forms_of(texts: pl.Series) -> np.ndarray:
 
 def label_rows(plain: pl.Series, kinds: pl.Series | None, skip: np.ndarray) -> np.ndarray:
     """The rows of ``plain`` (texts with list markers and markup removed) that are labels."""
-    from .section_facts import LEAD_IN
+    from .section_facts import lead_ins
 
     if kinds is None:
         return np.empty(0, dtype=np.int64)
@@ -92,7 +92,7 @@ def label_rows(plain: pl.Series, kinds: pl.Series | None, skip: np.ndarray) -> n
                             .is_in(sorted(_function_words()))).list.all()
     label = (texts.str.contains(r"\w")
              & ~texts.str.contains(_COLON) & ~texts.str.contains(_SENTENCE)
-             & ~texts.str.contains(LEAD_IN) & ~texts.str.contains("\n")
+             & ~lead_ins(texts) & ~texts.str.contains("\n")
              & (split.list.len() <= LABEL_MAX_WORDS) & lower).fill_null(False).to_numpy()
     return rows[label.astype(bool)]
 

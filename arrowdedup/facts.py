@@ -803,9 +803,9 @@ def _lead_part(text: pl.Series, skip: np.ndarray) -> tuple[np.ndarray, np.ndarra
     form of its text (:func:`arrowdedup.section_facts.forms`), so that two lead-ins that
     differ only in layout ("- Update Pip:" and "1. Update pip:") are the same statement."""
     from .content_words import LEAD
-    from .section_facts import LEAD_IN, forms
+    from .section_facts import forms, lead_ins
 
-    lead = text.str.contains(LEAD_IN).fill_null(False).to_numpy().astype(bool) & ~skip
+    lead = lead_ins(text).to_numpy().astype(bool) & ~skip
     rows = np.flatnonzero(lead).astype(np.int64)
     kind = np.uint64(LEAD) << KIND_SHIFT
     return rows, forms(text.fill_null(""), rows) | kind

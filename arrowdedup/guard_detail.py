@@ -69,12 +69,11 @@ def guard_details(a: pl.Series, b: pl.Series, reason: pl.Series,
     for i in code:
         out[i] = _code_detail(a_texts[i], b_texts[i])
     if content:
-        from .section_facts import LEAD_IN
+        from .section_facts import lead_ins
 
         idx = np.array(content, dtype=np.int64)
         langs = cw.language_keys(language, n).gather(idx)
-        leads = (a_texts.gather(idx).str.contains(LEAD_IN).fill_null(False)
-                 & b_texts.gather(idx).str.contains(LEAD_IN).fill_null(False)).to_list()
+        leads = (lead_ins(a_texts.gather(idx)) & lead_ins(b_texts.gather(idx))).to_list()
         names = _labels(a_texts.gather(idx), None if segment_type is None
                         else segment_type.gather(idx))
         for k, (i, text, lead) in enumerate(zip(content, _content_details(
