@@ -831,19 +831,25 @@ def _wide_negation(data: np.ndarray, ps: int, pe: int, wide_neg: np.ndarray,
     """Does the wide piece ``[ps, pe)`` hold a negation of an unsegmented script (Chinese,
     Japanese, Korean: ``wide_neg``, the UTF-8 forms one after another)?"""
     for t in range(wide_neg_offsets.shape[0] - 1):
-        a0 = wide_neg_offsets[t]
-        a1 = wide_neg_offsets[t + 1]
-        width = a1 - a0
-        q = ps
-        while q + width <= pe:
-            same = True
-            for z in range(width):
-                if data[q + z] != wide_neg[a0 + z]:
-                    same = False
-                    break
-            if same:
-                return True
-            q += 1
+        if _holds(data, ps, pe, wide_neg, wide_neg_offsets[t], wide_neg_offsets[t + 1]):
+            return True
+    return False
+
+
+@numba.njit(inline="always")
+def _holds(data: np.ndarray, ps: int, pe: int, forms: np.ndarray, a0: int, a1: int) -> bool:
+    """Do the bytes ``[ps, pe)`` of ``data`` hold ``forms[a0:a1]`` anywhere?"""
+    width = a1 - a0
+    q = ps
+    while q + width <= pe:
+        same = True
+        for z in range(width):
+            if data[q + z] != forms[a0 + z]:
+                same = False
+                break
+        if same:
+            return True
+        q += 1
     return False
 
 
@@ -854,19 +860,8 @@ def _wide_words(data: np.ndarray, ps: int, pe: int, forms: np.ndarray, form_offs
     holds anywhere (``forms``, the UTF-8 forms one after another, each with its fact in
     ``form_values``): "すべての" and "所有" state "all" inside a run without spaces."""
     for t in range(form_offsets.shape[0] - 1):
-        a0 = form_offsets[t]
-        width = form_offsets[t + 1] - a0
-        q = ps
-        while q + width <= pe:
-            same = True
-            for z in range(width):
-                if data[q + z] != forms[a0 + z]:
-                    same = False
-                    break
-            if same:
-                n_out = _push(out, n_out, form_values[t], int(form_values[t] >> KIND_SHIFT))
-                break
-            q += 1
+        if _holds(data, ps, pe, forms, form_offsets[t], form_offsets[t + 1]):
+            n_out = _push(out, n_out, form_values[t], int(form_values[t] >> KIND_SHIFT))
     return n_out
 
 

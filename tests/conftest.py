@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -138,3 +139,15 @@ def sample_segments() -> pl.DataFrame:
     from arrowdedup.extract import extract
 
     return extract([ROOT / "data" / "sample"], root=ROOT / "data" / "sample")
+
+
+class Counting:
+    """A real embedder that counts its calls (the framework adapters must not call it for
+    items that carry their embeddings)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.dim, self.calls = inner, inner.name, inner.dim, 0
+
+    def encode(self, texts: list[str]) -> Any:
+        self.calls += 1
+        return self.inner.encode(texts)

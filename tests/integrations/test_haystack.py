@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-from conftest import M2V_MODEL, need
+from conftest import M2V_MODEL, Counting, need
 
 import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
@@ -21,17 +21,6 @@ from haystack.components.writers import DocumentWriter
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from arrowdedup.integrations.haystack import DedupDocuments
-
-
-class Counting:
-    """A real embedder that counts its calls."""
-
-    def __init__(self, inner):
-        self.inner, self.name, self.dim, self.calls = inner, inner.name, inner.dim, 0
-
-    def encode(self, texts):
-        self.calls += 1
-        return self.inner.encode(texts)
 
 
 @pytest.fixture(scope="module")

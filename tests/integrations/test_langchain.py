@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import polars as pl
 import pytest
-from conftest import M2V_MODEL, need
+from conftest import M2V_MODEL, Counting, need
 
 import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
@@ -30,17 +30,6 @@ from arrowdedup.integrations.langchain import (
 )
 
 INGESTION_KEYS = {"salience", "near_duplicate_count", "merged_ids"}
-
-
-class Counting:
-    """A real embedder that counts its calls."""
-
-    def __init__(self, inner):
-        self.inner, self.name, self.dim, self.calls = inner, inner.name, inner.dim, 0
-
-    def encode(self, texts):
-        self.calls += 1
-        return self.inner.encode(texts)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-from conftest import M2V_MODEL, ROOT, need
+from conftest import M2V_MODEL, ROOT, Counting, need
 
 import arrowdedup as ad
 from arrowdedup.errors import EmbedderError, InputError, MissingDependencyError
@@ -32,17 +32,6 @@ from arrowdedup.integrations.llamaindex import (
     DedupTransform,
     StoreRetriever,
 )
-
-
-class Counting:
-    """A real embedder that counts its calls."""
-
-    def __init__(self, inner):
-        self.inner, self.name, self.dim, self.calls = inner, inner.name, inner.dim, 0
-
-    def encode(self, texts):
-        self.calls += 1
-        return self.inner.encode(texts)
 
 
 class Model2VecEmbedding(BaseEmbedding):
