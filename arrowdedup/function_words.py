@@ -41,7 +41,8 @@ _ES = """
 el la los las lo un una unos unas este esta estos estas ese esa esos esas aquel aquella ello
 ellos ellas él ella nosotros nosotras vosotros usted ustedes yo tú te se le les me nos os mi mis
 tu tus su sus nuestro nuestra nuestros nuestras es son era eran fue fueron ser sido siendo está
-están estaba estar estado hay ha han había haber he has hemos puede pueden podría poder de del a
+están estaba estar estado hay ha han había haber he has hemos puede puedes pueden podemos podría
+poder de del a
 al en por para con sobre entre hasta desde hacia según mediante y e o u pero sino si porque como
 cuando donde que quien quienes cual cuales cuyo también muy más ya aún así luego entonces
 además aunque mientras cada vez algo mismo misma mismos mismas otro otra otros otras
@@ -52,7 +53,8 @@ _PT = """
 o a os as um uma uns umas este esta estes estas esse essa esses essas isso isto aquele aquela
 ele ela eles elas nós vós você vocês eu tu se lhe lhes me nos te meu minha meus minhas teu tua
 seu sua seus suas nosso nossa nossos nossas é são era eram foi foram ser sido sendo está estão
-estava estar estado há tem têm tinha ter pode podem poderia poder de do da dos das em no na nos
+estava estar estado há tem têm tinha ter pode podem podemos poderia poder de do da dos das em no na
+nos
 nas num numa por pelo pela pelos pelas para com sobre entre até desde segundo e ou mas porém se
 porque como quando onde que quem qual quais cujo também muito mais já ainda assim então além
 embora enquanto cada vez algo mesmo mesma mesmos mesmas outro outra outros outras ao aos à às
@@ -62,7 +64,8 @@ usar usa usando uso
 _FR = """
 le la les l un une des du de d au aux ce cet cette ces celui celle ceux celles il ils elle elles
 on nous vous je tu me te se lui leur leurs mon ma mes ton ta tes son sa ses notre nos votre vos
-est sont était étaient été être ai a as avons avez ont avait avoir fait faire peut peuvent
+est sont était étaient été être ai a as avons avez ont avait avoir fait faire peut peux pouvez
+pouvons peuvent pourriez
 pourrait pouvoir en dans par pour avec sur sous entre vers chez depuis selon et ou mais donc or
 car si comme quand où que qu qui quoi dont lequel laquelle lesquels aussi très plus déjà encore
 ainsi alors puis cependant bien tout toute tous toutes chaque fois même mêmes autre autres y c
@@ -73,7 +76,8 @@ _DE = """
 der die das den dem des ein eine einen einem einer eines dieser diese dieses diesen diesem jener
 es er sie wir ihr ich du mich dich sich ihm ihn ihnen uns euch mein meine sein seine ihre unser
 euer ist sind war waren sein gewesen bin bist seid wird werden wurde wurden worden hat haben
-hatte hatten kann können könnte darf von vom zu zum zur in im an am auf aus bei mit nach seit
+hatte hatten kann kannst können könnt könnte darf von vom zu zum zur in im an am auf aus bei mit
+nach seit
 über unter um durch für gegen zwischen und oder aber denn sondern wenn weil als wie wo was wer
 welche welcher welches dass ob auch sehr schon noch so dann also jedoch doch ja hier
 dort dabei dazu damit davon daher
@@ -82,7 +86,8 @@ dort dabei dazu damit davon daher
 _IT = """
 il lo la i gli le un uno una questo questa questi queste quello quella quelli quelle esso essa
 essi esse lui lei noi voi loro io tu mi ti si ci vi gli ne mio mia miei mie tuo tua suo sua suoi
-sue nostro nostra è sono era erano stato stata essere ha hanno aveva avere può possono potrebbe
+sue nostro nostra è sono era erano stato stata essere ha hanno aveva avere può puoi possono potrebbe
+potere
 di del della dei delle dello degli a al alla ai alle da dal dalla in nel nella nei nelle su sul
 sulla per con tra fra e ed o ma se perché come quando dove che chi quale quali cui anche molto
 più già ancora così allora poi però ogni stesso stessa altro altra altri altre

@@ -33,7 +33,9 @@ text; none lost one) and a type name's plural ``s`` stopped counting in an ident
 of the sample has one; the untyped digest is unchanged), and again when all/some became
 opposites, in English, Spanish, Portuguese and French words and in Japanese and Chinese forms
 found inside a run without spaces (17 texts changed: each gained one to four facts, and a
-capitalised "All" that was a mention became the opposite)."""
+capitalised "All" that was a mention became the opposite), and again when the function-word
+lists gained the missing persons of "can" (puedes, podemos, pouvez, kannst, puoi, ...: 3
+Spanish texts lost a content token)."""
 
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
 PER_LANGUAGE = 60  # paragraphs from the start of each language's folder
 TYPES = ["paragraph", "paragraph", "code", "heading", None, "page_furniture", "table_row"]
 # (texts, both digests): with segment types and languages, and with neither.
-EXPECTED = (638, "b9963962b52f1ef9", "5bbd63c4802b6776")
+EXPECTED = (638, "7055a62b6472522b", "5bbd63c4802b6776")
 
 
 def corpus_sample() -> tuple[list[str], list[str]]:
