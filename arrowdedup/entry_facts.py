@@ -73,9 +73,9 @@ def _forms_of(texts: pl.Series) -> np.ndarray:
 
 
 def label_rows(plain: pl.Series, kinds: pl.Series | None, skip: np.ndarray) -> np.ndarray:
-    """The rows of ``plain`` (texts with list markers and markup removed) that are labels."""
-    from .section_facts import lead_ins
-
+    """The rows of ``plain`` (texts with list markers and markup removed) that are labels;
+    ``skip`` holds the rows that are not, lead-ins among them
+    (:func:`arrowdedup.section_facts.lead_ins`, which the caller has computed already)."""
     if kinds is None:
         return np.empty(0, dtype=np.int64)
     typed = kinds.is_in(sorted(LABEL_TYPES)).fill_null(False).to_numpy().astype(bool) & ~skip
@@ -92,7 +92,7 @@ def label_rows(plain: pl.Series, kinds: pl.Series | None, skip: np.ndarray) -> n
                             .is_in(sorted(_function_words()))).list.all()
     label = (texts.str.contains(r"\w")
              & ~texts.str.contains(_COLON) & ~texts.str.contains(_SENTENCE)
-             & ~lead_ins(texts) & ~texts.str.contains("\n")
+             & ~texts.str.contains("\n")
              & (split.list.len() <= LABEL_MAX_WORDS) & lower).fill_null(False).to_numpy()
     return rows[label.astype(bool)]
 
@@ -118,14 +118,14 @@ def defined_type(texts: pl.Series) -> pl.Series:
                      .otherwise(term)).to_series()
 
 
-def entry_parts(plain: pl.Series, kinds: pl.Series | None, skip: np.ndarray
+def entry_parts(plain: pl.Series, kinds: pl.Series | None, skip: np.ndarray, lead: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(row, token) pairs: the label, part and subject tokens of the rows of ``plain`` not in
-    ``skip`` (rows of unguarded types and code)."""
+    ``skip`` (rows of unguarded types and code); ``lead`` marks the lead-ins, never labels."""
     owners: list[np.ndarray] = []
     tokens: list[np.ndarray] = []
     texts = plain.fill_null("")
-    labels = label_rows(texts, kinds, skip)
+    labels = label_rows(texts, kinds, skip | lead)
     if labels.size:
         owners.append(labels)
         tokens.append(_token(_forms_of(texts.gather(labels)), LABEL))

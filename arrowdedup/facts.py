@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import functools
 import types
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -446,12 +447,8 @@ def _tables() -> tuple[np.ndarray, ...]:
     units = {_hash_str(u): unit_pos[_UNIT_CANON.get(u, u)] for u in _UNITS}
     unit_keys = np.array(sorted(units), dtype=np.uint64)
     unit_index = np.array([units[int(k)] for k in unit_keys], dtype=np.int64)
-    encoded = [u.encode() for u in canon_units]
-    unit_offsets = np.cumsum([0] + [len(x) for x in encoded]).astype(np.int64)
-    unit_bytes = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
-    neg = [w.encode() for w in _CJK_NEGATIONS]
-    neg_offsets = np.cumsum([0] + [len(x) for x in neg]).astype(np.int64)
-    neg_bytes = np.frombuffer(b"".join(neg), dtype=np.uint8).copy()
+    unit_bytes, unit_offsets = _packed(canon_units)
+    neg_bytes, neg_offsets = _packed(_CJK_NEGATIONS)
     # The scanner's cheap tests before it hashes a word, on every lower-case form: bit 1 marks
     # its (byte length, first byte, last byte), bit 2 its (byte length, second byte, last but
     # one byte).
@@ -464,12 +461,18 @@ def _tables() -> tuple[np.ndarray, ...]:
                 word_filter[len(raw), raw[1], raw[-2]] |= 2
     # The list words of unsegmented scripts, looked for inside a wide piece.
     wide = sorted(form for form in POLAR_SIDES if _unsegmented(form))
-    wide_raw = [w.encode() for w in wide]
-    wide_offsets = np.cumsum([0] + [len(x) for x in wide_raw]).astype(np.int64)
-    wide_bytes = np.frombuffer(b"".join(wide_raw), dtype=np.uint8).copy()
+    wide_bytes, wide_offsets = _packed(wide)
     wide_values = np.array([words[_hash_str(w)] for w in wide], dtype=np.uint64)
     return (keys, values, unit_keys, unit_index, unit_offsets, unit_bytes, neg_bytes,
             neg_offsets, word_filter, wide_bytes, wide_offsets, wide_values)
+
+
+def _packed(words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``words`` as the scanner reads a list of forms: their UTF-8 bytes one after another,
+    and the offsets where each starts (one past the last at the end)."""
+    raw = [w.encode() for w in words]
+    offsets = np.cumsum([0] + [len(x) for x in raw]).astype(np.int64)
+    return np.frombuffer(b"".join(raw), dtype=np.uint8).copy(), offsets
 
 
 def _unsegmented(form: str) -> bool:
@@ -563,10 +566,13 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     extra = [part for part in (_cell_facts(offsets, data, kinds, scanner),
                                _term_facts(code_terms, n)) if part is not None]
     extra += content_parts(text, segment_type=kinds, language=language, skip=modes == OFF)
-    extra.append(_lead_part(plain, (modes == OFF) | code))
     from .entry_facts import entry_parts
+    from .section_facts import lead_ins
 
-    extra.append(entry_parts(plain, kinds, (modes == OFF) | code))
+    unguarded = (modes == OFF) | code
+    lead = lead_ins(plain).to_numpy().astype(bool)
+    extra.append(_lead_part(plain, lead & ~unguarded))
+    extra.append(entry_parts(plain, kinds, unguarded, lead))
     if sections is not None:
         from .section_facts import section_facts
 
@@ -798,14 +804,14 @@ def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         sections=sections)
 
 
-def _lead_part(text: pl.Series, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The lead-in token of each prose row that introduces what follows it: kind 12 and the
-    form of its text (:func:`arrowdedup.section_facts.forms`), so that two lead-ins that
-    differ only in layout ("- Update Pip:" and "1. Update pip:") are the same statement."""
+def _lead_part(text: pl.Series, lead: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lead-in token of each guarded prose row that introduces what follows it (``lead``,
+    :func:`arrowdedup.section_facts.lead_ins`): kind 12 and the form of its text
+    (:func:`arrowdedup.section_facts.forms`), so that two lead-ins that differ only in layout
+    ("- Update Pip:" and "1. Update pip:") are the same statement."""
     from .content_words import LEAD
-    from .section_facts import forms, lead_ins
+    from .section_facts import forms
 
-    lead = lead_ins(text).to_numpy().astype(bool) & ~skip
     rows = np.flatnonzero(lead).astype(np.int64)
     kind = np.uint64(LEAD) << KIND_SHIFT
     return rows, forms(text.fill_null(""), rows) | kind

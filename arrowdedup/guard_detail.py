@@ -99,14 +99,16 @@ _CHUNK = 8192
 
 
 def _labels(texts: pl.Series, kinds: pl.Series | None) -> np.ndarray:
-    """Which of ``texts`` are list entries that are only a name (:mod:`.entry_facts`)."""
+    """Which of ``texts`` are list entries that are only a name (:mod:`.entry_facts`), read
+    as the guard read them (layout removed)."""
     from .entry_facts import label_rows
-    from .facts import _LIST_MARKER
+    from .facts import _without_layout
+    from .section_facts import lead_ins
 
     out = np.zeros(texts.len(), dtype=bool)
-    plain = texts.str.replace_all(_LIST_MARKER, "").str.strip_chars()
+    plain = _without_layout(texts, np.zeros(texts.len(), dtype=bool))
     out[label_rows(plain, None if kinds is None else kinds.cast(pl.String),
-                   np.zeros(texts.len(), dtype=bool))] = True
+                   lead_ins(plain).to_numpy().astype(bool))] = True
     return out
 
 

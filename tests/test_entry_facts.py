@@ -12,6 +12,7 @@ from conftest import segments_frame, unit
 from arrowdedup import DedupConfig, IngestionConfig, fact_conflict, ingest
 from arrowdedup.entry_facts import LABEL, PART, ROLE_SHIFT, SUBJECT, defined_type, label_rows
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
+from arrowdedup.section_facts import lead_ins
 
 RNG = np.random.default_rng(20)
 BASES = [unit(RNG.normal(size=16)) for _ in range(3)]
@@ -52,7 +53,9 @@ def test_the_same_name_merges(a: str, b: str) -> None:
     "Install the agent",
 ])
 def test_what_is_not_a_label(text: str) -> None:
-    rows = label_rows(pl.Series([text]), pl.Series(["list_item"]), np.zeros(1, dtype=bool))
+    texts = pl.Series([text])
+    # The caller passes the lead-ins among the rows to skip, as the signatures do.
+    rows = label_rows(texts, pl.Series(["list_item"]), lead_ins(texts).to_numpy())
     assert rows.size == 0
 
 
