@@ -8,7 +8,7 @@ are equal::
 
     python -m benchmarks.store_identity build /tmp/before   # at the commit before
     python -m benchmarks.store_identity build /tmp/after    # at the commit after
-    python -m benchmarks.store_identity compare /tmp/before/identity.json /tmp/after/identity.json
+    python -m benchmarks.store_identity compare /tmp/before /tmp/after
 
 The stores: the bundled sample with MiniLM (the demo's job), the shared documentation corpus with
 the static Model2Vec model (skipped with a message when ``../shared/data`` is absent), and a
@@ -27,13 +27,17 @@ from typing import Any
 from .common import ROOT, SHARED_DATA, git_commit
 from .corpus import make_corpus
 
-VOLATILE = ("run_id", "parent", "base", "created_at", "timings", "inputs")
+# What differs between two runs of the same job: ids, times, and what names this run's paths.
+VOLATILE = ("run_id", "parent", "base", "created_at", "timings", "inputs", "input_key",
+            "manifest_checksum", "source_files")
 
 
 def _normalised_manifest(path: Path) -> str:
     manifest = json.loads(path.read_text())
     for key in VOLATILE:
         manifest.pop(key, None)
+    if isinstance(manifest.get("extract"), dict):
+        manifest["extract"].pop("timings", None)
     return json.dumps(manifest, sort_keys=True)
 
 
@@ -86,8 +90,17 @@ def _build(out: Path) -> dict[str, Any]:
     return {"commit": git_commit(), "stores": stores}
 
 
+def _digests(build: Path) -> dict[str, dict[str, str]]:
+    """The stores' digests, recomputed from the stores of a build directory when they are there
+    (so a change of the normalisation applies to both sides), else as recorded."""
+    record = json.loads((build / "identity.json").read_text())
+    recorded: dict[str, dict[str, str]] = record["stores"]
+    return {name: store_digest(build / name) if (build / name / "current").exists() else files
+            for name, files in recorded.items()}
+
+
 def _compare(a: Path, b: Path) -> int:
-    left, right = json.loads(a.read_text())["stores"], json.loads(b.read_text())["stores"]
+    left, right = _digests(a), _digests(b)
     differ = 0
     for name in sorted(set(left) | set(right)):
         if name not in left or name not in right:
@@ -96,17 +109,19 @@ def _compare(a: Path, b: Path) -> int:
             continue
         files = sorted(set(left[name]) | set(right[name]))
         changed = [f for f in files if left[name].get(f) != right[name].get(f)]
-        print(f"{name}: {len(files)} files, {'identical' if not changed else 'DIFFER: ' + ', '.join(changed)}")
+        verdict = "identical" if not changed else "DIFFER: " + ", ".join(changed)
+        print(f"{name}: {len(files)} files, {verdict}")
         differ += bool(changed)
     return 1 if differ else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.store_identity", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.store_identity",
+                                     description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="write the stores and DIR/identity.json")
     build.add_argument("out", type=Path)
-    compare = sub.add_parser("compare", help="diff two identity.json records")
+    compare = sub.add_parser("compare", help="diff the stores of two build directories")
     compare.add_argument("a", type=Path)
     compare.add_argument("b", type=Path)
     args = parser.parse_args(argv)
