@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install -e '.[$(EXTRAS)]'
 	# MiniLM's one-time ONNX export (to the user cache dir), so no first question waits for it.
-	HF_HUB_OFFLINE=1 $(BIN)/python -m arrowdedup.minilm_onnx
+	HF_HUB_OFFLINE=1 $(BIN)/python -m arrowdedup.embed.minilm_onnx
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -29,24 +29,24 @@ _EXPORTS: dict[str, str] = {
     "Context": ".retrieval",
     "DecayMode": ".config",
     "DedupConfig": ".config",
-    "Embedder": ".embed",
+    "Embedder": ".embed.embedders",
     "EmbedderError": ".errors",
-    "EmbeddingCache": ".embed_cache",
+    "EmbeddingCache": ".embed.cache",
     "ExtractLimits": ".extract",
     "ExtractResult": ".extract",
     "IngestionConfig": ".config",
-    "IngestionResult": ".ingest",
+    "IngestionResult": ".dedup.ingest",
     "InputError": ".errors",
     "KeyColumns": ".extract",
     "LshMethod": ".config",
-    "MiniLMEmbedder": ".embed",
+    "MiniLMEmbedder": ".embed.embedders",
     "MissingDependencyError": ".errors",
     "Mode": ".config",
-    "Model2VecEmbedder": ".embed",
+    "Model2VecEmbedder": ".embed.embedders",
     "NoEmbeddingsWarning": ".retrieval",
     "NoFactsWarning": ".retrieval",
     "PairSet": ".calibrate",
-    "Problem": ".verify",
+    "Problem": ".store.verify",
     "Reranker": ".retrieval",
     "RetrievalConfig": ".config",
     "RrfConfig": ".config",
@@ -58,34 +58,34 @@ _EXPORTS: dict[str, str] = {
     "Store": ".store",
     "StoreError": ".errors",
     "StoreWriter": ".store",
-    "VerifyReport": ".verify",
+    "VerifyReport": ".store.verify",
     "bucket_of": ".store",
     "build_context": ".retrieval",
     "calibrate": ".calibrate",
     "competition_rank": ".retrieval",
     "dedupe_ranked": ".retrieval",
-    "embed_texts": ".embed_cache",
+    "embed_texts": ".embed.cache",
     "extract": ".extract",
     "extract_documents": ".extract",
-    "fact_conflict": ".facts",
-    "fact_signatures": ".facts",
-    "get_embedder": ".embed",
-    "ingest": ".ingest",
-    "JobResult": ".job",
-    "ingest_to_store": ".job",
+    "fact_conflict": ".facts.guard",
+    "fact_signatures": ".facts.guard",
+    "get_embedder": ".embed.embedders",
+    "ingest": ".dedup.ingest",
+    "JobResult": ".pipeline.job",
+    "ingest_to_store": ".pipeline.job",
     "load_pairs": ".calibrate",
     "open_store": ".store",
     "rrf": ".retrieval",
     "search": ".retrieval.search",
-    "verify_store": ".verify",
-    "write_store": ".job",
-    "update_store": ".update",
-    "delete_documents": ".update",
-    "compact_store": ".update",
+    "verify_store": ".store.verify",
+    "write_store": ".pipeline.job",
+    "update_store": ".pipeline.update",
+    "delete_documents": ".pipeline.update",
+    "compact_store": ".pipeline.update",
     "list_versions": ".store.versions",
     "rollback": ".store.versions",
-    "prune": ".update",
-    "PruneResult": ".update",
+    "prune": ".pipeline.update",
+    "PruneResult": ".pipeline.update",
 }
 # Subpackages and modules reachable as attributes without an import statement.
 _SUBMODULES = frozenset({"calibrate", "cli", "config", "embed", "errors", "extract",
@@ -147,16 +147,9 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         RrfConfig,
         SignalWeights,
     )
-    from .embed import (
-        Embedder,
-        MiniLMEmbedder,
-        Model2VecEmbedder,
-        get_embedder,
-    )
-    from .embed_cache import (
-        EmbeddingCache,
-        embed_texts,
-    )
+    from .dedup.ingest import IngestionResult, ingest
+    from .embed.cache import EmbeddingCache, embed_texts
+    from .embed.embedders import Embedder, MiniLMEmbedder, Model2VecEmbedder, get_embedder
     from .errors import (
         ArrowDedupError,
         ConfigError,
@@ -174,15 +167,9 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         extract,
         extract_documents,
     )
-    from .facts import (
-        fact_conflict,
-        fact_signatures,
-    )
-    from .ingest import (
-        IngestionResult,
-        ingest,
-    )
-    from .job import JobResult, ingest_to_store, write_store
+    from .facts.guard import fact_conflict, fact_signatures
+    from .pipeline.job import JobResult, ingest_to_store, write_store
+    from .pipeline.update import PruneResult, compact_store, delete_documents, prune, update_store
     from .retrieval import (
         Context,
         NoEmbeddingsWarning,
@@ -202,13 +189,8 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         bucket_of,
         open_store,
     )
+    from .store.verify import Problem, VerifyReport, verify_store
     from .store.versions import list_versions, rollback
-    from .update import PruneResult, compact_store, delete_documents, prune, update_store
-    from .verify import (
-        Problem,
-        VerifyReport,
-        verify_store,
-    )
 
 __all__ = [
     "AnalyticsConfig",

@@ -2,7 +2,7 @@
 
 import sys
 
-from ._interrupt import interrupt_handled
+from .cli.interrupt import interrupt_handled
 
 try:
     from .cli import main

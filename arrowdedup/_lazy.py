@@ -1,6 +1,6 @@
 """Lazy package namespaces (PEP 562): public names load their submodule on first use.
 
-A package whose function shares its submodule's name (``arrowdedup.ingest``,
+A package whose function shares its submodule's name (``arrowdedup.calibrate``,
 ``arrowdedup.retrieval.search``) keeps the function: the import system binds a submodule
 onto its package when it is first imported, and :class:`LazyPackage` declines that binding
 for the exported names (an eager ``from .x import x`` used to rebind it the same way).

@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .embed import Embedder, get_embedder
-from .embed_view import embedding_text
+from .arrays.vectors import unit_rows
+from .embed.embedders import Embedder, get_embedder
+from .embed.view import embedding_text
 from .errors import ConfigError, InputError
-from .vectors import unit_rows
 
 DEFAULT_THRESHOLDS = tuple(round(0.80 + 0.01 * i, 2) for i in range(19))
 DEFAULT_POSITIVE_MIN = 4.8
@@ -96,7 +96,7 @@ class CalibrationResult:
     """Per-threshold quality of the merge decision on one pair set, with one embedder, with the
     fact guard and without it.
 
-    ``guard_reasons`` holds, per pair, the :data:`arrowdedup.facts.KIND_NAMES` index of the
+    ``guard_reasons`` holds, per pair, the :data:`arrowdedup.facts.guard.KIND_NAMES` index of the
     fact that keeps the left text from merging into the right one (0: none). ``fact_guard``
     picks the decision of ``table`` and of the recommendation; ``tables`` has both.
     """
@@ -163,7 +163,7 @@ class CalibrationResult:
         out: dict[str, dict[str, int]] = {"positives": {}, "negatives": {}}
         if self.guard_reasons is None:
             return out
-        from .facts import KIND_NAMES
+        from .facts.guard import KIND_NAMES
 
         above = (self.cosine >= np.float32(threshold)) & (self.guard_reasons != 0)
         for key, mask in (("positives", self.pairs.labels), ("negatives", ~self.pairs.labels)):
@@ -516,10 +516,10 @@ def pair_guard_reasons(
     right_languages: Sequence[str | None] | None = None,
     segment_type: str | None = None,
 ) -> np.ndarray:
-    """For each pair, the fact kind (index into :data:`arrowdedup.facts.KIND_NAMES`) that keeps
-    ``left[i]`` from merging into ``right[i]``, 0 when the guard lets it: the vectorised
+    """For each pair, the fact kind (index into :data:`arrowdedup.facts.guard.KIND_NAMES`) that
+    keeps ``left[i]`` from merging into ``right[i]``, 0 when the guard lets it: the vectorised
     :func:`arrowdedup.fact_conflict` (one signature pass over all texts, one kernel call)."""
-    from .facts import conflict_reasons, fact_modes, signature_arrays
+    from .facts.guard import conflict_reasons, fact_modes, signature_arrays
 
     n = len(left)
     if len(right) != n:

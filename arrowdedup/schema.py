@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from .arrays.hashing import ascii_only
+from .arrays.vectors import Embeddings, _refuse, embeddings_from
 from .errors import InputError, SchemaError
-from .hashing import ascii_only
-from .vectors import Embeddings, _refuse, embeddings_from
 
 if TYPE_CHECKING:
     from datasets import Dataset

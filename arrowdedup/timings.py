@@ -1,5 +1,5 @@
 """The stage timings of a job: one set of keys, in one order, for every kind of run (full
-ingest, update, delete, compaction), in the :class:`arrowdedup.job.JobResult`, in the store
+ingest, update, delete, compaction), in the :class:`arrowdedup.pipeline.job.JobResult`, in the store
 manifest's ``timings`` and in what ``arrowdedup ingest`` prints.
 
 Each value is seconds of wall time (``time.perf_counter``), never negative. The stages in
@@ -11,12 +11,11 @@ while one is written, the Ray engine runs them at once), so their sum may exceed
 Two stages of that list also run after the pass: ``index`` includes finishing the indexes
 (BM25) before the commit, and ``write`` files written outside the bucket loop.
 
-``compile`` is the loading (from Numba's cache) or compiling of the jitted kernels the run
-uses, done up front (:mod:`arrowdedup.precompile`), never inside another stage. ``total`` is
+``compile`` is the loading (from Numba's cache) or compiling of the jitted kernels the run uses,
+done up front (:mod:`arrowdedup.pipeline.precompile`), never inside another stage. ``total`` is
 the job's wall time. The manifest is written before the version is renamed into place and
 ``current`` switched, so its ``commit`` and ``total`` stop at the manifest (the rest, a rename
-and the removal of old versions, is in the :class:`JobResult`'s).
-"""
+and the removal of old versions, is in the :class:`JobResult`'s). """
 
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ from .store_life import (
 def build(tmp: Path, docs: int, dim: int = 384) -> None:
     import polars as pl
 
-    from arrowdedup.job import ingest_to_store
-    from arrowdedup.update import compact_store, delete_documents, update_store
+    from arrowdedup.pipeline.job import ingest_to_store
+    from arrowdedup.pipeline.update import compact_store, delete_documents, update_store
 
     from .corpus import make_corpus
 

@@ -3,7 +3,7 @@ sentence-transformers' own ``encode`` (torch, ``minilm:torch``) on the same corp
 same run, against the FLOP floor at the SGEMM rate NumPy measures in the same run, and a
 fresh-process ``arrowdedup search STORE "question"`` on a store of ~10k segments.
 
-Texts: the embedder's views (:mod:`arrowdedup.embed_view`) of the segments of whole documents
+Texts: the embedder's views (:mod:`arrowdedup.embed.view`) of the segments of whole documents
 of ``../shared/data/corpus/opentelemetry.io/content/en``, documents drawn with a fixed seed
 until ``SEGMENTS`` segments; each distinct view is embedded once, as an ingest does. The
 dedup decisions of those documents are computed from each runtime's vectors and compared.
@@ -66,7 +66,7 @@ def _timed(fn: Any) -> float:
 
 def corpus_frame() -> Any:
     """The corpus's segments (doc_id, segment_type, text, ...), extracted as an ingest does."""
-    from arrowdedup.job import extract_segments
+    from arrowdedup.pipeline.job import extract_segments
 
     return extract_segments([CORPUS], root=CORPUS).segments
 
@@ -92,7 +92,7 @@ def views(frame: Any) -> tuple[list[str], np.ndarray]:
     """The distinct embedder views (first-appearance order) and each row's index into them."""
     import polars as pl
 
-    from arrowdedup.embed_view import embedding_texts
+    from arrowdedup.embed.view import embedding_texts
 
     code = frame.get_column("segment_type").cast(pl.String).eq("code").fill_null(False)
     texts = pl.Series(embedding_texts(frame.get_column("text").to_arrow(), code.to_numpy()))
@@ -102,8 +102,8 @@ def views(frame: Any) -> tuple[list[str], np.ndarray]:
 
 
 def decisions(frame: Any, vectors: np.ndarray) -> Any:
-    from arrowdedup import ingest
-    from arrowdedup.job import with_embeddings
+    from arrowdedup.dedup import ingest
+    from arrowdedup.pipeline.job import with_embeddings
 
     return ingest(with_embeddings(frame.drop("embedding", strict=False), vectors)).decisions
 
@@ -113,8 +113,8 @@ def _search_store(path: Path, frame: Any) -> None:
     seeded random unit vectors (a search's cost does not depend on their values, and embedding
     10k segments twice per run would cost more than the rest of the benchmark)."""
     from arrowdedup import ingest_to_store
-    from arrowdedup.embed import MINILM_NAME
-    from arrowdedup.job import with_embeddings
+    from arrowdedup.embed.embedders import MINILM_NAME
+    from arrowdedup.pipeline.job import with_embeddings
 
     part = frame.head(SEARCH_SEGMENTS)
     rng = np.random.default_rng(1)
@@ -151,8 +151,8 @@ def run(quick: bool) -> dict[str, Any]:
     if not CORPUS.is_dir():
         return {"parameters": {}, "figures": {"skipped": True}, "tables": [],
                 "notes": [f"skipped: the shared corpus {CORPUS} is absent"]}
-    from arrowdedup.embed import MiniLMEmbedder
-    from arrowdedup.minilm_onnx import cache_dir
+    from arrowdedup.embed.embedders import MiniLMEmbedder
+    from arrowdedup.embed.minilm_onnx import cache_dir
 
     repeats = 1 if quick else REPEATS
     frame = corpus_frame()

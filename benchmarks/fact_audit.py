@@ -17,7 +17,7 @@ Corpus: the English Markdown of ``../shared/data/corpus/opentelemetry.io/content
 2. **Merge audit.** The whole English corpus through extract → embed → default salience →
    ``ingest()`` (the path of ``arrowdedup ingest DOCS/``, without the store write), once with
    ``Ingestion.FactGuard: false`` and once with it on. For every near merge, an independent
-   regex (written apart from ``arrowdedup.facts``: numbers, ``--flags``, ``snake_case``,
+   regex (written apart from ``arrowdedup.facts.guard``: numbers, ``--flags``, ``snake_case``,
    ``CamelCase`` / ``camelCase``, backticked terms) lists the fact tokens of the removed text
    that its representative lacks. Target: ≤ 5 % of guarded near merges lose one. 30 guarded
    merges, sampled with a seeded RNG, are printed with both texts.
@@ -223,8 +223,8 @@ def variant_cosines(pairs: dict[str, pl.DataFrame], encode: Callable[[list[str]]
 
 def score_pairs(pairs: dict[str, pl.DataFrame], embedder: Any) -> dict[str, Any]:
     from arrowdedup.calibrate import pair_guard_reasons
-    from arrowdedup.embed_cache import embed_texts
-    from arrowdedup.facts import KIND_NAMES
+    from arrowdedup.embed.cache import embed_texts
+    from arrowdedup.facts.guard import KIND_NAMES
 
     # Through the job's embedding step (the embedder reads each text's view: emphasis markers
     # dropped, whitespace collapsed), as `arrowdedup ingest` embeds a document's segments.
@@ -276,9 +276,9 @@ def audit_frame(quick: bool) -> pl.DataFrame:
 
 def scored_frame(files: list[Path]) -> pl.DataFrame:
     """``files`` extracted, embedded with Model2Vec and scored by the default salience."""
-    from arrowdedup.embed import Model2VecEmbedder
-    from arrowdedup.job import extract_segments, with_embeddings
-    from arrowdedup.salience import DefaultSalience
+    from arrowdedup.dedup.salience import DefaultSalience
+    from arrowdedup.embed.embedders import Model2VecEmbedder
+    from arrowdedup.pipeline.job import extract_segments, with_embeddings
     from arrowdedup.schema import embeddings_from
 
     frame = extract_segments(files, root=CONTENT).segments
@@ -319,8 +319,8 @@ def near_merges(result: Any, frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def audit(frame: pl.DataFrame, guard: bool) -> dict[str, Any]:
-    from arrowdedup import ingest
     from arrowdedup.config import resolve_config
+    from arrowdedup.dedup import ingest
 
     cfg = resolve_config({"Ingestion": {"FactGuard": guard}})
     run = timeit(lambda: ingest(frame, cfg), repeats=1, warmup=1)  # warm-up: the JIT cache
@@ -368,8 +368,8 @@ def language_audit(frame: pl.DataFrame) -> tuple[list[list[Any]], dict[str, Any]
     """Near merges per language of the corpus (the first folder of ``doc_id``), fact guard off
     and on, and how many join texts sharing under :data:`LOW_OVERLAP` of their character
     bigrams; with the guarded ones among those, for reading."""
-    from arrowdedup import ingest
     from arrowdedup.config import resolve_config
+    from arrowdedup.dedup import ingest
 
     per: dict[str, dict[str, Any]] = {}
     low_on = pl.DataFrame()
@@ -417,7 +417,7 @@ def run(quick: bool) -> dict[str, Any]:
     if not ENGLISH.exists() or not M2V.exists():
         return {"notes": ["../shared/data/corpus/opentelemetry.io or the Model2Vec model is "
                           "absent: skipped."]}
-    from arrowdedup.embed import Model2VecEmbedder
+    from arrowdedup.embed.embedders import Model2VecEmbedder
 
     frame = audit_frame(quick)
     sentences = corpus_sentences(frame)
@@ -425,7 +425,7 @@ def run(quick: bool) -> dict[str, Any]:
     pairs = perturbed_pairs(sentences, per_kind, SEED)
     scored = {"model2vec": score_pairs(pairs, Model2VecEmbedder(M2V))}
     if not quick:
-        from arrowdedup.embed import MiniLMEmbedder
+        from arrowdedup.embed.embedders import MiniLMEmbedder
 
         sample = {k: f.head(MINILM_PAIRS_PER_KIND) for k, f in pairs.items()}
         scored[f"minilm (first {MINILM_PAIRS_PER_KIND} per kind)"] = score_pairs(
@@ -565,7 +565,8 @@ def run(quick: bool) -> dict[str, Any]:
             "Pairs: a corpus sentence (paragraphs and list items, 6–60 words, split at sentence "
             "ends) beside a seeded variant; the variant is the segment, the original the "
             "representative (`fact_conflict(variant, original)`); cosine from the embedder.",
-            "Audit regex (independent of arrowdedup.facts): backticked terms, `-f` / `--flags`, "
+            "Audit regex (independent of arrowdedup.facts.guard): backticked terms, "
+            "`-f` / `--flags`, "
             "snake_case, CamelCase / camelCase, numbers; a token is lost when the "
             "representative neither yields it nor contains it as a whole token.",
             "The audit runs ingest() on the extracted, embedded and scored frame, with "

@@ -46,8 +46,8 @@ COMPILE_REPEATS = {"full": 3, "quick": 1}
 _COMPILE_PROBE = """
 import json, sys, time
 import polars as pl
-from arrowdedup import interpreted
-from arrowdedup.facts import fact_signatures
+from arrowdedup.jit import interpreted
+from arrowdedup.facts.guard import fact_signatures
 texts = pl.Series(json.loads(sys.stdin.read()), dtype=pl.String)
 calls = []
 with interpreted.forced(interpreted.KERNEL):
@@ -70,7 +70,7 @@ def real_paragraphs() -> list[str]:
 def extracted_segments(n: int, seed: int) -> pl.DataFrame:
     """``n`` segments (text, segment_type) drawn with a fixed seed from what ``extract`` makes
     of the corpus."""
-    from arrowdedup.job import extract_segments
+    from arrowdedup.pipeline.job import extract_segments
 
     files = sorted(p for p in CORPUS.rglob("*.md") if p.is_file())
     frame = extract_segments(files, root=CORPUS).segments.select("text", "segment_type")
@@ -112,7 +112,7 @@ def _row(name: str, t: dict[str, Any], target: str, met: bool | None, threads: s
 def time_signatures(what: str, texts: pl.Series, segment_type: pl.Series | None
                     ) -> tuple[float, float, list[Any]]:
     """Wall and CPU seconds per 1M texts of ``fact_signatures`` (2 threads), and its row."""
-    from arrowdedup.facts import fact_signatures
+    from arrowdedup.facts.guard import fact_signatures
 
     cpu: list[float] = []
 
@@ -134,8 +134,9 @@ def time_signatures(what: str, texts: pl.Series, segment_type: pl.Series | None
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from arrowdedup import DedupConfig, IngestionConfig, RetrievalConfig, dedupe_ranked, ingest
-    from arrowdedup.facts import fact_signatures
+    from arrowdedup import DedupConfig, IngestionConfig, RetrievalConfig, dedupe_ranked
+    from arrowdedup.dedup import ingest
+    from arrowdedup.facts.guard import fact_signatures
 
     from .corpus import make_corpus
 

@@ -152,7 +152,7 @@ def run(quick: bool) -> dict[str, Any]:
             "empty directory, so every jitted function is compiled in it (Numba then neither "
             "reads nor writes the package's own cache).",
             "The job's `compile` stage is the loading or compiling of the kernels the run "
-            "uses, before the work (arrowdedup.precompile); no other stage includes it.",
+            "uses, before the work (arrowdedup.pipeline.precompile); no other stage includes it.",
             "The venv build time is not measured here (the benchmark never rebuilds a venv).",
             "The machine has 2 cores shared with other work: the 1-minute load average was "
             f"{load_before:.1f} before and {load_after:.1f} after; CPU time is less "

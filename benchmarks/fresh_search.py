@@ -91,7 +91,7 @@ def run(quick: bool) -> dict[str, Any]:
     if not CORPUS.is_dir():
         return {"parameters": {}, "figures": {"skipped": True}, "tables": [],
                 "notes": [f"skipped: the shared corpus {CORPUS} is absent"]}
-    from arrowdedup.minilm_onnx import exported_model, optimized_model, packaged_model_dir
+    from arrowdedup.embed.minilm_onnx import exported_model, optimized_model, packaged_model_dir
 
     repeats = 3 if quick else REPEATS
     folders = FOLDERS[1:] if quick else FOLDERS

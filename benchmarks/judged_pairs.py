@@ -105,8 +105,8 @@ def pair_id(language: str, segment_type: str, text_a: str, text_b: str) -> str:
 def embed(texts: list[str], code: np.ndarray, spec: str, cache: Path) -> np.ndarray:
     """Vectors of ``texts`` as the documents path embeds them (the embedding view; code
     verbatim), through an embedding cache outside the repository."""
-    from arrowdedup.embed import get_embedder
-    from arrowdedup.embed_cache import EmbeddingCache, embed_texts
+    from arrowdedup.embed.cache import EmbeddingCache, embed_texts
+    from arrowdedup.embed.embedders import get_embedder
 
     model = get_embedder(spec)
     store = EmbeddingCache(cache, model.name, model.dim)
@@ -132,7 +132,7 @@ def collect(corpus: Path, language: str, share: int, cache: Path, *, guard: bool
     Languages are collected one at a time: the engine never compares segments of two
     languages, so the decisions are those of one run over all of them."""
     import arrowdedup
-    from arrowdedup.job import with_embeddings
+    from arrowdedup.pipeline.job import with_embeddings
 
     files = corpus_files(corpus, language, share)
     print(f"{language}: {len(files)} documents", flush=True)
@@ -223,8 +223,8 @@ def section_crossings(corpus: Path, language: str, cache: Path) -> dict[str, Any
     documents (the signature without section tokens, no ``section`` column), how many join
     sibling sections, and the merges and ``section`` refusals of the engine's own rules."""
     import arrowdedup
-    from arrowdedup.facts import signature_arrays, signature_series
-    from arrowdedup.job import with_embeddings
+    from arrowdedup.facts.guard import signature_arrays, signature_series
+    from arrowdedup.pipeline.job import with_embeddings
 
     files = corpus_files(corpus, language, 1)
     frame = arrowdedup.extract(files, root=corpus, language_from_path="{lang}/**")

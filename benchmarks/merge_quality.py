@@ -13,7 +13,8 @@ is *merged* when its cosine (that embedder's) is ≥ 0.90 and, for the text guar
 ``arrowdedup.fact_conflict(text_a, text_b, segment_type=..., language=...)`` is None; for the
 engine's guard (text and section context), the guard of ingestion passes on the two segments
 as they stand in their document (``doc_id``, ``section``, the signatures of
-:func:`arrowdedup.facts.signatures_of`, :func:`arrowdedup.facts.conflict_reasons`). Reported:
+:func:`arrowdedup.facts.guard.signatures_of`,
+:func:`arrowdedup.facts.guard.conflict_reasons`). Reported:
 merge precision (genuine ÷ merged), genuine recall (genuine merged ÷ genuine), lost pairs
 merged, overall, per language and per segment type; the guard's refusal reasons per label.
 Targets (issue 44): precision ≥ 0.95, genuine recall ≥ 0.80, for the engine's guard.
@@ -104,7 +105,7 @@ def engine_reasons(pairs: Sequence[dict[str, Any]]) -> list[str | None]:
     section (what ``ingest`` decides for them, cosine aside)."""
     import polars as pl
 
-    from arrowdedup.facts import REASONS, conflict_reasons, fact_modes, signatures_of
+    from arrowdedup.facts.guard import REASONS, conflict_reasons, fact_modes, signatures_of
 
     n = len(pairs)
     frame = pl.DataFrame({

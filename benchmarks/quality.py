@@ -38,7 +38,7 @@ def _examples(result: Any, threshold: float, limit: int = EXAMPLES) -> dict[str,
     (merges lost) and negatives it still merges (false merges kept), highest cosine first."""
     import numpy as np
 
-    from arrowdedup.facts import KIND_NAMES
+    from arrowdedup.facts.guard import KIND_NAMES
 
     pairs = result.pairs
     reasons = result.guard_reasons
@@ -58,13 +58,13 @@ def _examples(result: Any, threshold: float, limit: int = EXAMPLES) -> dict[str,
 
 def run(quick: bool) -> dict[str, Any]:
     from arrowdedup.calibrate import calibrate, load_pairs, precision_recall_curve
-    from arrowdedup.embed import Model2VecEmbedder
+    from arrowdedup.embed.embedders import Model2VecEmbedder
 
     if not PAIRS.exists() or not M2V.exists():
         return {"notes": ["../shared/data/pairs or the Model2Vec model is absent: skipped."]}
     embedders: list[tuple[str, Any]] = [("model2vec", Model2VecEmbedder(M2V))]
     if not quick:
-        from arrowdedup.embed import MiniLMEmbedder
+        from arrowdedup.embed.embedders import MiniLMEmbedder
 
         embedders.insert(0, ("minilm", MiniLMEmbedder()))
     runs: dict[str, Any] = {}

@@ -2,7 +2,7 @@
 
 ``../shared/data/corpus/opentelemetry.io/content`` (CC-BY-4.0, © OpenTelemetry Authors; 1,812
 Markdown documents in 11 languages): extract → embed → salience → dedup → store through
-``arrowdedup.job.ingest_to_store``, with Model2Vec on every document and MiniLM on a
+``arrowdedup.pipeline.job.ingest_to_store``, with Model2Vec on every document and MiniLM on a
 seeded sample of English documents (MiniLM embeds ~100 segments/s on 2 cores). Reports the
 per-stage times, the dedup ratio per language, document type and segment type, and the merges
 that cross a language or a document (must be 0). Skipped, with a note, when the corpus is absent.
@@ -39,7 +39,7 @@ def pick_files(n: int | None, language: str | None, seed: int) -> list[Path]:
 
 def one_run(files: list[Path], embedder: Any) -> dict[str, Any]:
     from arrowdedup.extract import extract
-    from arrowdedup.job import ingest_to_store
+    from arrowdedup.pipeline.job import ingest_to_store
 
     with tempfile.TemporaryDirectory(prefix="arrowdedup-real-") as tmp:
         total_s, job = timed(lambda: ingest_to_store(
@@ -103,13 +103,13 @@ def run(quick: bool) -> dict[str, Any]:
     if not CONTENT.exists() or not M2V.exists():
         return {"notes": ["../shared/data/corpus/opentelemetry.io or the Model2Vec model is "
                           "absent: skipped."]}
-    from arrowdedup.embed import Model2VecEmbedder
+    from arrowdedup.embed.embedders import Model2VecEmbedder
 
     runs: dict[str, Any] = {}
     runs["model2vec_all"] = one_run(pick_files(QUICK_DOCS if quick else None, None, 1),
                                     Model2VecEmbedder(M2V))
     if not quick:
-        from arrowdedup.embed import MiniLMEmbedder
+        from arrowdedup.embed.embedders import MiniLMEmbedder
 
         runs["minilm_en_sample"] = one_run(pick_files(MINILM_DOCS, "en", 2), MiniLMEmbedder())
     labels = {"model2vec_all": "Model2Vec, " + ("sample" if quick else "every document"),

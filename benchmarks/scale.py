@@ -152,7 +152,7 @@ def config(mode: str, method: str | None = None, **ingestion: Any) -> Any:
 def prepared(frame: Any) -> tuple[Any, Any, Any]:
     """Plan, embeddings and texts of a segments frame, as ``ingest()`` builds them."""
     from arrowdedup.config import DedupConfig
-    from arrowdedup.ingest import content_hash_codes, make_plan
+    from arrowdedup.dedup.ingest import content_hash_codes, make_plan
     from arrowdedup.schema import embeddings_from
 
     emb = embeddings_from(frame)
@@ -164,7 +164,7 @@ def prepared(frame: Any) -> tuple[Any, Any, Any]:
 
 def compare(frame: Any, label: str, sizes_note: str, repeats: int) -> dict[str, Any]:
     """Exact vs both LSH methods on one prepared frame."""
-    from arrowdedup.ingest import run_kernels
+    from arrowdedup.dedup.ingest import run_kernels
 
     plan, emb, texts = prepared(frame)
     row: dict[str, Any] = {"label": label, "n": frame.height, "groups": int(plan.sizes.shape[0]),
@@ -230,7 +230,7 @@ def part_crossover(quick: bool) -> dict[str, Any]:
     import polars as pl
 
     from arrowdedup.config import IngestionConfig
-    from arrowdedup.ingest import run_kernels
+    from arrowdedup.dedup.ingest import run_kernels
 
     from .corpus import make_corpus
 
@@ -271,7 +271,7 @@ QUICK_HARD_SIZES = (2_000,)
 def real_spectrum(quick: bool) -> tuple[np.ndarray | None, np.ndarray | None, str]:
     """Mean and covariance eigen-spectrum of real embeddings (Model2Vec on the shared corpus),
     or ``None`` when the shared data is absent."""
-    from arrowdedup.embed import Model2VecEmbedder
+    from arrowdedup.embed.embedders import Model2VecEmbedder
     from arrowdedup.extract.core import extract_documents
 
     content = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
@@ -310,7 +310,7 @@ def part_hard(quick: bool) -> list[dict[str, Any]]:
 def part_real(quick: bool) -> list[dict[str, Any]]:
     import polars as pl
 
-    from arrowdedup.embed import Model2VecEmbedder
+    from arrowdedup.embed.embedders import Model2VecEmbedder
     from arrowdedup.extract.core import extract_documents
 
     content = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
@@ -404,7 +404,7 @@ def engine_side(side: str, src: str, out: str) -> dict[str, float]:
     excluded. ``init``: Ray's own start-up (``ray.init``, which imports Ray), and apart from it
     its shutdown as a run stops Ray (``stop_ray``), which a Ray run of ``ingest_to_store``
     also pays inside the call (beside its commit)."""
-    from arrowdedup.job import ingest_to_store, ray_start, stop_ray
+    from arrowdedup.pipeline.job import ingest_to_store, ray_start, stop_ray
 
     if side == "init":
         start = time.perf_counter()

@@ -187,9 +187,9 @@ def same_results(a: Path, b: Path, texts: list[str], vectors: np.ndarray
 def run(quick: bool) -> dict[str, Any]:
     import polars as pl
 
-    from arrowdedup.job import ingest_to_store
+    from arrowdedup.pipeline.job import ingest_to_store
+    from arrowdedup.pipeline.update import compact_store, delete_documents, update_store
     from arrowdedup.schema import read_table_file
-    from arrowdedup.update import compact_store, delete_documents, update_store
 
     from .corpus import make_corpus
 

@@ -56,7 +56,7 @@ def on_a_terminal(args: list[str], env: dict[str, str], *, stream: str) -> bytes
 
 def word(i: int) -> str:
     """A distinct plain lower-case word for ``i`` ("bcq" for 12): texts built from such words
-    state no fact (arrowdedup.facts), so the fact guard lets cosine decide."""
+    state no fact (arrowdedup.facts.guard), so the fact guard lets cosine decide."""
     return "".join(chr(97 + int(c)) for c in str(i)) + "q"
 
 
@@ -127,7 +127,7 @@ def random_facts(m: int, seed: int):
 @pytest.fixture(scope="session")
 def embedder():
     """The shared Model2Vec embedder (the test skips when the model is absent)."""
-    from arrowdedup.embed import Model2VecEmbedder
+    from arrowdedup.embed.embedders import Model2VecEmbedder
 
     return Model2VecEmbedder(need(M2V_MODEL))
 

@@ -22,9 +22,9 @@ from arrowdedup import (
     RetrievalConfig,
     RrfConfig,
     SignalWeights,
-    ingest,
     write_store,
 )
+from arrowdedup.dedup import ingest
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
 
 # ----------------------------------------------------------------------------- inflation
@@ -101,7 +101,7 @@ def _corpus(rng: np.random.Generator, n_docs: int = 30) -> pl.DataFrame:
 
 @pytest.mark.parametrize("mode", ["semantic", "hybrid", "keyword"])
 def test_duplicate_injection_cannot_raise_a_score(mode: str, tmp_path: Path) -> None:
-    from arrowdedup.embed import get_embedder
+    from arrowdedup.embed.embedders import get_embedder
     from arrowdedup.retrieval.search import search
 
     embedder = get_embedder(f"model2vec:{need(M2V_MODEL)}")

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrowdedup.retrieval import _tokens_jit as jit
 from arrowdedup.retrieval import bm25 as bm25_module
+from arrowdedup.retrieval import tokens_jit as jit
 from arrowdedup.retrieval.bm25 import Bm25Builder, Bm25Index, load_bm25
 from arrowdedup.retrieval.tokens import lowercase, tokenize, tokens_of
 
@@ -273,7 +273,7 @@ def test_index_files_do_not_depend_on_the_thread_count(tmp_path: Path, monkeypat
     blocks of ``SCORE_BLOCK`` postings: one Numba thread and two write the same bytes, over
     more postings than a block and a term frequency too large for uint16 (the int32 counts
     are kept apart from the scores written over them)."""
-    from arrowdedup.ingest import numba_threads
+    from arrowdedup.dedup.ingest import numba_threads
 
     monkeypatch.setattr(bm25_module, "JIT_MIN_TEXTS", 1)
     monkeypatch.setattr(bm25_module, "JIT_MIN_POSTINGS", 1)

@@ -1,5 +1,5 @@
-"""The content tokens of the jitted tokenizer (:mod:`arrowdedup._content_jit`) and of its
-interpreted twin are those of the word table (:func:`arrowdedup.content_words.word_table`,
+"""The content tokens of the jitted tokenizer (:mod:`arrowdedup.facts.content_jit`) and of its
+interpreted twin are those of the word table (:func:`arrowdedup.facts.content.word_table`,
 Polars expressions over every word), on generated text and on every language of the shared
 corpus. The oracle below is the implementation the tokenizer replaced (issue 44, item 6),
 kept here to hold it to the same bits."""
@@ -12,9 +12,9 @@ from conftest import OTEL_CONTENT, need
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import content_words as cw
-from arrowdedup import facts as F
-from arrowdedup import interpreted
+from arrowdedup.facts import content as cw
+from arrowdedup.facts import guard as F
+from arrowdedup.jit import interpreted
 
 
 def _relation_facts(row: np.ndarray, content: np.ndarray, stem: np.ndarray, klass: np.ndarray,
@@ -192,7 +192,7 @@ def test_a_vocabulary_carried_across_pieces(monkeypatch) -> None:
 
 def old_strip_layout(text: pl.Series) -> pl.Series:
     """:func:`content_words.strip_layout` as it was before the typed pattern ran only on the
-    candidate rows of :func:`arrowdedup._content_jit.typed_candidates`."""
+    candidate rows of :func:`arrowdedup.facts.content_jit.typed_candidates`."""
     for pattern, literals in cw._LAYOUT:
         text = cw._replace_where(text, text.str.contains_any(list(literals)), pattern, " ")
     nouns = text.str.contains_any(list(cw._TYPE_NOUN_WORDS), ascii_case_insensitive=True)
@@ -328,7 +328,7 @@ def test_without_layout_of_the_shared_corpus() -> None:
 def test_a_row_longer_than_a_section_with_more_words_than_the_table_holds() -> None:
     """One row past ``_content_jit._SECTION`` bytes whose distinct words pass the intern
     table's first sizes: the row is read in sections, the table grows between them."""
-    from arrowdedup import _content_jit
+    from arrowdedup.facts import content_jit as _content_jit
 
     letters = "abcdefghijklmnopqrstuvwxyzéàçñ"
     words = ["".join(letters[i // len(letters) ** k % len(letters)] for k in range(4))

@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from arrowdedup.cli import app
-from arrowdedup.embed import get_embedder
+from arrowdedup.embed.embedders import get_embedder
 from arrowdedup.errors import InputError, StoreError
-from arrowdedup.job import STAGES, ingest_to_store, is_documents_input
+from arrowdedup.pipeline.job import STAGES, ingest_to_store, is_documents_input
 from arrowdedup.store import open_store
 from tests.conftest import M2V_MODEL, need
 
@@ -110,7 +110,7 @@ def test_a_streamed_run_writes_the_store_of_one_held_in_memory(tmp_path, m2v, mo
     """Documents past STREAM_DOCUMENTS_BYTES are partitioned to disk batch by batch (issue 45:
     memory); the store is byte for byte the one an in-memory run writes, with several
     batches per bucket and more buckets than documents."""
-    import arrowdedup.job as job_module
+    import arrowdedup.pipeline.job as job_module
 
     docs = write_docs(tmp_path / "docs")
     for i in range(6):  # more documents than buckets below, and rows past one batch
@@ -142,7 +142,7 @@ def test_a_streamed_run_writes_the_store_of_one_held_in_memory(tmp_path, m2v, mo
 def test_a_streamed_run_takes_a_dictionary_column_whole(tmp_path, m2v, monkeypatch) -> None:
     """A passthrough segments file with a categorical column streams too (its dictionary is
     one for every batch) and writes the store an in-memory run writes."""
-    import arrowdedup.job as job_module
+    import arrowdedup.pipeline.job as job_module
 
     folder = tmp_path / "in"
     folder.mkdir()
@@ -245,7 +245,7 @@ def test_cli_ingest_documents_and_refuse_other_model(tmp_path) -> None:
 def test_an_embedder_with_a_segments_table_is_refused(tmp_path: Path) -> None:
     """A table is never embedded (SPEC §3): an embedder given with one would go unused while
     the run looked embedded (exact dedup only), so it is refused with the ways out."""
-    from arrowdedup.update import update_store
+    from arrowdedup.pipeline.update import update_store
 
     table = pl.DataFrame({"doc_id": ["d", "d"], "segment_id": ["a", "b"],
                           "text": ["One idea.", "Another idea."],

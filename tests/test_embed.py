@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arrowdedup.embed import MINILM_NAME, Embedder, Model2VecEmbedder, get_embedder
+from arrowdedup.embed.embedders import MINILM_NAME, Embedder, Model2VecEmbedder, get_embedder
 from arrowdedup.errors import EmbedderError
 from tests.conftest import M2V_MODEL, need
 

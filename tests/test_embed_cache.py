@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 import xxhash
 
-from arrowdedup import embed_cache
-from arrowdedup.embed_cache import EmbeddingCache, embed_texts, model_key, text_hashes
+from arrowdedup.embed import cache as embed_cache
+from arrowdedup.embed.cache import EmbeddingCache, embed_texts, model_key, text_hashes
 from arrowdedup.errors import EmbedderError, StoreError
 
 

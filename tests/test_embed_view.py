@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arrowdedup.embed_cache import embed_texts
-from arrowdedup.embed_view import embedding_text, embedding_texts
+from arrowdedup.embed.cache import embed_texts
+from arrowdedup.embed.view import embedding_text, embedding_texts
 
 
 class RecordingEmbedder:

@@ -9,10 +9,11 @@ import polars as pl
 import pytest
 from conftest import segments_frame, unit
 
-from arrowdedup import DedupConfig, IngestionConfig, fact_conflict, ingest
-from arrowdedup.entry_facts import LABEL, PART, ROLE_SHIFT, SUBJECT, defined_type, label_rows
+from arrowdedup import DedupConfig, IngestionConfig, fact_conflict
+from arrowdedup.dedup import ingest
+from arrowdedup.facts.entries import LABEL, PART, ROLE_SHIFT, SUBJECT, defined_type, label_rows
+from arrowdedup.facts.sections import lead_ins
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
-from arrowdedup.section_facts import lead_ins
 
 RNG = np.random.default_rng(20)
 BASES = [unit(RNG.normal(size=16)) for _ in range(3)]
@@ -137,7 +138,7 @@ def test_retrieval_refuses_another_name() -> None:
 
 
 def test_entry_tokens_have_their_roles() -> None:
-    from arrowdedup.facts import signature_arrays
+    from arrowdedup.facts.guard import signature_arrays
 
     offsets, values = signature_arrays(
         pl.Series(["Servicio de Pago", "SpanProcessor: x", "key: Value"]),

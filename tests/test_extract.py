@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from arrowdedup.cli import app
-from arrowdedup.entry_facts import PART, ROLE_SHIFT
+from arrowdedup.dedup.salience import title_mask
 from arrowdedup.errors import ArrowDedupError, ConfigError, InputError
 from arrowdedup.extract import SCHEMA, compile_language_pattern, extract, extract_documents
-from arrowdedup.facts import fact_signatures
-from arrowdedup.salience import title_mask
+from arrowdedup.facts.entries import PART, ROLE_SHIFT
+from arrowdedup.facts.guard import fact_signatures
 from arrowdedup.schema import validate
 
 MARKDOWN = """---
@@ -565,7 +565,7 @@ def test_a_named_pipe_is_refused_never_read(tmp_path: Path) -> None:
     """Opening a named pipe waits for a writer: a pipe among the documents (or given alone)
     is refused by name, or skipped with skip_bad_files, and never opened, not even to record
     its hash for a later --update. Before, the run hung."""
-    from arrowdedup.source_files import file_records
+    from arrowdedup.store.source_files import file_records
 
     write(tmp_path / "good.md", "fine\n")
     os.mkfifo(tmp_path / "pipe.md")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import arrowdedup.fact_scan
+import arrowdedup.facts.scan_jit
 
-SOURCE = Path(arrowdedup.fact_scan.__file__)
+SOURCE = Path(arrowdedup.facts.scan_jit.__file__)
 MAX_JITTED_LINES = 150  # issue 47's bound for a jitted function
 # ``inline="always"`` copies a function into each caller before compiling it: only small
 # leaf helpers may ask for it, or the callers grow back into one huge compile.

@@ -17,7 +17,7 @@ shares "permite" and "exporta"; two lost a name fact because a capitalised word 
 "Permite", "Dinámica", now states its opposite instead, as "Enable" always did). The split of
 the scanner into small jitted handlers (issue 44, item 0) left the digests as they were;
 re-pinned at rules 18.0, when the kind field widened to four bits and the signatures gained the
-content tokens of :mod:`arrowdedup.content_words`, list markers and markup stopped reaching the
+content tokens of :mod:`arrowdedup.facts.content`, list markers and markup stopped reaching the
 scanner, a heading's names became mentions, and a negation inside a wide piece with terms
 was hashed as "not" again (it had read the last term's bytes); re-pinned at rules 19.0, when a
 wide punctuation mark (the fullwidth colon of "TracerProvider：链路") came to end a narrow piece
@@ -27,7 +27,7 @@ texts changed: 25 Chinese, 20 Japanese, 2 English; 32 gained a fact, 30 lost one
 re-pinned when a lead-in (a text ending with a colon or with "as follows", "the following",
 ..., or saying 次のように or 如下) gained its token, which holds the form of its text (5 texts
 of the sample gained one); and re-pinned at rules 20.0, when each heading and list item gained
-the forms it offers a list entry that is only a name (:mod:`arrowdedup.entry_facts`: 91 of the
+the forms it offers a list entry that is only a name (:mod:`arrowdedup.facts.entries`: 91 of the
 638 texts, all of them typed as headings here, gained one token, or three for a ``key: value``
 text; none lost one) and a type name's plural ``s`` stopped counting in an identifier (no text
 of the sample has one; the untyped digest is unchanged), and again when all/some became
@@ -44,9 +44,9 @@ import polars as pl
 import xxhash
 from conftest import SHARED_DATA, need
 
-from arrowdedup import facts as F
-from arrowdedup import interpreted
-from arrowdedup.hashing import _buffers
+from arrowdedup.arrays.hashing import _buffers
+from arrowdedup.facts import guard as F
+from arrowdedup.jit import interpreted
 
 CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
 PER_LANGUAGE = 60  # paragraphs from the start of each language's folder
@@ -92,11 +92,11 @@ def test_the_twin_gives_the_same_signatures_of_real_text() -> None:
     comma, nouns = F._language_flags(pl.Series([langs[i] for i in picked]), len(picked))
     code = np.array([TYPES[i % len(TYPES)] == "code" for i in picked], dtype=bool)
     offsets, data = _buffers(text.to_arrow())
-    from arrowdedup import fact_scan
+    from arrowdedup.facts import scan_jit as fact_scan
 
     expected = fact_scan.scan(offsets, data, code, comma, nouns, *F._tables())
     with interpreted.quiet():
-        got = interpreted.twin("arrowdedup.fact_scan").scan(offsets, data, code, comma, nouns,
+        got = interpreted.twin("arrowdedup.facts.scan_jit").scan(offsets, data, code, comma, nouns,
                                                             *F._tables())
     np.testing.assert_array_equal(got[0], expected[0])
     np.testing.assert_array_equal(got[1], expected[1])

@@ -1,4 +1,4 @@
-"""The fact guard's rule (arrowdedup.facts): what counts as a fact, the covers test, and the
+"""The fact guard's rule (arrowdedup.facts.guard): what counts as a fact, the covers test, and the
 signature column."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import SchemaError, fact_conflict, fact_scan, fact_signatures
-from arrowdedup import facts as F
+from arrowdedup import SchemaError, fact_conflict, fact_signatures
+from arrowdedup.facts import guard as F
+from arrowdedup.facts import scan_jit as fact_scan
 
 # (segment a, representative b, segment type, language, expected reason): the patterns of
 # real cosine-only merges on technical documentation, with the names changed.
@@ -208,7 +209,7 @@ def test_thread_count_does_not_change_signatures():
     rng = np.random.default_rng(3)
     words = ["the", "--flag", "3.5", "10,000", "GetResponse", "not", "Jaeger", "enable", "a_b"]
     texts = pl.Series([" ".join(rng.choice(words, 8)) for _ in range(20_000)])
-    from arrowdedup.hashing import _buffers
+    from arrowdedup.arrays.hashing import _buffers
 
     offsets, data = _buffers(texts.to_arrow())
     z = np.zeros(len(texts), dtype=bool)
@@ -245,7 +246,7 @@ def test_stored_signatures_are_read_in_order_or_sorted():
 def test_the_numpy_order_check_reads_what_the_kernel_reads(rows, skip):
     """The NumPy check of stored signatures gives the kernel's CSR bit for bit, for rows in
     order (the check's copy) and out of order (the kernel's sort), sliced or not."""
-    from arrowdedup import _facts_jit
+    from arrowdedup.facts import conflict_jit as _facts_jit
 
     col = pl.Series("fact_signature", rows, dtype=pl.List(pl.UInt64)).slice(
         min(skip, len(rows)))
@@ -422,8 +423,8 @@ def test_opposite_forms_are_unique():
 
 def test_wide_script_terms_are_identifiers_the_twin_agrees():
     """The caseless-script terms come out the same from the jitted scanner and its twin."""
-    from arrowdedup import interpreted
-    from arrowdedup.hashing import _buffers
+    from arrowdedup.arrays.hashing import _buffers
+    from arrowdedup.jit import interpreted
 
     texts = ["トレースに使用するエクスポーター・レシーバー", "配置处理器不会启用它。",
              "로그 수집기를 비활성화합니다", "এটি সক্রিয় করুন", "GET the APIs for $5"] * 3
@@ -434,7 +435,7 @@ def test_wide_script_terms_are_identifiers_the_twin_agrees():
             *F._tables())
     jitted = fact_scan.scan(*args)
     with interpreted.quiet():
-        twin = interpreted.twin("arrowdedup.fact_scan").scan(*args)
+        twin = interpreted.twin("arrowdedup.facts.scan_jit").scan(*args)
     np.testing.assert_array_equal(jitted[0], twin[0])
     np.testing.assert_array_equal(jitted[1], twin[1])
     kinds = {F.KIND_NAMES[int(v) >> 60] for v in jitted[1]}
@@ -444,9 +445,9 @@ def test_wide_script_terms_are_identifiers_the_twin_agrees():
 def test_han_negations_read_through_are_the_listed_ones():
     """The term pairs read through exactly the one-character Han negations of the list (the
     scanner's own test cannot import the list into Numba code)."""
-    from arrowdedup import interpreted
+    from arrowdedup.jit import interpreted
 
-    twin = interpreted.twin("arrowdedup.fact_scan")
+    twin = interpreted.twin("arrowdedup.facts.scan_jit")
     listed = {w for w in F._CJK_NEGATIONS if len(w) == 1 and twin._wide_class(ord(w)) == 2}
     read_through = {chr(cp) for cp in range(0x3400, 0xA000) if twin._is_han_negation(cp)}
     assert read_through == listed

@@ -29,13 +29,13 @@ from arrowdedup import (
     Mode,
     RetrievalConfig,
     fact_conflict,
-    ingest,
     open_store,
     verify_store,
     write_store,
 )
+from arrowdedup.dedup import ingest
+from arrowdedup.dedup.salience import DefaultSalience
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
-from arrowdedup.salience import DefaultSalience
 from arrowdedup.schema import embeddings_from
 
 TOL = 1e-5  # SPEC §5: kernels may disagree on pairs this close to the threshold
@@ -205,7 +205,7 @@ def _sections_apart(frame: pl.DataFrame, i: int, j: int) -> bool:
 def _same_statement(frame: pl.DataFrame, i: int, j: int) -> bool:
     """The same text, layout aside (case, ASCII punctuation, markup and white space), and no
     lead-in (a text that introduces what follows it)."""
-    from arrowdedup.section_facts import LEAD_IN
+    from arrowdedup.facts.sections import LEAD_IN
 
     def form(text: str) -> str | None:
         if re.search(LEAD_IN, text):
@@ -407,7 +407,7 @@ def test_store_identical_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "in.parquet"
     table.write_parquet(path)
     here, there = tmp_path / "here", tmp_path / "there"
-    from arrowdedup.job import ingest_to_store
+    from arrowdedup.pipeline.job import ingest_to_store
 
     ingest_to_store([path], here, threads=1)
     proc = subprocess.run(
@@ -479,7 +479,7 @@ def test_retrieval_order_preserved(results: pl.DataFrame, thr: float) -> None:
 def search_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from conftest import M2V_MODEL, need
 
-    from arrowdedup.embed import get_embedder
+    from arrowdedup.embed.embedders import get_embedder
 
     embedder = get_embedder(f"model2vec:{need(M2V_MODEL)}")
     rng = np.random.default_rng(33)

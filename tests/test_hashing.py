@@ -7,7 +7,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrowdedup.hashing import to_hex, xxh64
+from arrowdedup.arrays.hashing import to_hex, xxh64
 
 
 @settings(max_examples=200, deadline=None)
@@ -34,7 +34,7 @@ def test_large_string_view_columns_hash_through_their_views() -> None:
     one buffer, slices and nulls (by the cast) all equal the xxhash package."""
     import polars as pl
 
-    from arrowdedup.hashing import JIT_MIN_ROWS, _views
+    from arrowdedup.arrays.hashing import JIT_MIN_ROWS, _views
 
     texts = [("x" * (i % 40)) + f"{i}γ" if i % 97 else "" for i in range(JIT_MIN_ROWS * 3)]
     expected = [xxhash.xxh64_intdigest(t.encode()) for t in texts]
@@ -58,7 +58,7 @@ def test_bucket_of_hashes_each_distinct_id_once_and_agrees_with_every_row() -> N
     columns all bucket as XXH64 of each row's id modulo the bucket count."""
     import numpy as np
 
-    from arrowdedup.hashing import JIT_MIN_ROWS
+    from arrowdedup.arrays.hashing import JIT_MIN_ROWS
     from arrowdedup.store import bucket_of
 
     repeated = [f"doc-{i // 50}" for i in range(JIT_MIN_ROWS * 2)]
@@ -79,7 +79,7 @@ def test_ascii_only_proves_ascii_columns_and_defers_everything_else() -> None:
     (False)."""
     import numpy as np
 
-    from arrowdedup.hashing import JIT_MIN_ROWS, ascii_only
+    from arrowdedup.arrays.hashing import JIT_MIN_ROWS, ascii_only
 
     texts = [f"row {i} --max-request-bytes v3.5" for i in range(JIT_MIN_ROWS * 2)]
     for kind in (pa.string(), pa.large_string()):
@@ -101,8 +101,8 @@ def test_view_run_heads_mark_where_each_run_of_equal_strings_starts() -> None:
     import numpy as np
     import polars as pl
 
-    from arrowdedup._hashing_jit import view_run_heads
-    from arrowdedup.hashing import JIT_MIN_ROWS, _views
+    from arrowdedup.arrays.hashing import JIT_MIN_ROWS, _views
+    from arrowdedup.arrays.hashing_jit import view_run_heads
 
     rng = np.random.default_rng(5)
     words = [("p" * k) + s for k in range(0, 30) for s in ("", "a", "b", "ab")]

@@ -12,8 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import segments_frame, unit
 
-from arrowdedup import DecayMode, DedupConfig, IngestionConfig, ingest
+from arrowdedup import DecayMode, DedupConfig, IngestionConfig
 from arrowdedup.config import AnalyticsConfig
+from arrowdedup.dedup import ingest
 
 
 def vec_at(cos: float, axis: int, d: int = 4) -> np.ndarray:
@@ -310,9 +311,9 @@ def test_kept_rows_parallel_gather_equals_filter() -> None:
     # Large enough for the parallel embedding gather; the frame must equal Polars' filter.
     import importlib
 
-    from arrowdedup.vectors import embeddings_from
+    from arrowdedup.arrays.vectors import embeddings_from
 
-    ingest_mod = importlib.import_module("arrowdedup.ingest")
+    ingest_mod = importlib.import_module("arrowdedup.dedup.ingest")
     rng = np.random.default_rng(3)
     n, d = 3000, 384
     frame = pl.DataFrame({
@@ -353,7 +354,7 @@ def test_kept_frame_of_a_chunked_input_equals_the_single_chunk_one() -> None:
 def test_boost_fraction_looks_up_the_formula_of_each_count(decay: str) -> None:
     """SPEC §2.6 per row: 0 without near duplicates, else the decay formula of the count."""
     from arrowdedup.config import resolve_config
-    from arrowdedup.ingest import boost_fraction
+    from arrowdedup.dedup.ingest import boost_fraction
 
     cfg = resolve_config({"Ingestion": {"BoostDecayMode": decay, "BoostPerNearDuplicate": 0.2,
                                         "LogBase": 3}})
@@ -370,8 +371,8 @@ def test_centrality_does_not_depend_on_its_row_chunks(monkeypatch) -> None:
     same bits: rows are summed in order and each row's cosine is its own."""
     import numpy as np
 
-    from arrowdedup import salience
-    from arrowdedup.vectors import Embeddings
+    from arrowdedup.arrays.vectors import Embeddings
+    from arrowdedup.dedup import salience
 
     rng = np.random.default_rng(11)
     n, d = 5_000, 32
@@ -393,7 +394,7 @@ def test_salience_factors_read_each_value_as_a_numpy_str_array_did() -> None:
     trailing NULs dropped), the factors it always had."""
     import numpy as np
 
-    from arrowdedup import salience
+    from arrowdedup.dedup import salience
 
     values = ["title", "title\x00", "", "Intro > Abstract", "x > Summary\x00\x00", None,
               "y" * 900, "References", "title"]

@@ -1,4 +1,4 @@
-"""The interpreted twins (arrowdedup.interpreted): the jitted modules' own source run by Python
+"""The interpreted twins (arrowdedup.jit.interpreted): the jitted modules' own source run by Python
 gives the jitted bits, and a small job loads no jitted code at all."""
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from conftest import OTEL_CONTENT, need, random_facts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import _facts_jit, fact_scan, interpreted
-from arrowdedup import facts as F
+from arrowdedup.arrays.hashing import _buffers
 from arrowdedup.extract import extract_documents
-from arrowdedup.hashing import _buffers
-from arrowdedup.job import ingest_to_store
+from arrowdedup.facts import conflict_jit as _facts_jit
+from arrowdedup.facts import guard as F
+from arrowdedup.facts import scan_jit as fact_scan
+from arrowdedup.jit import interpreted
+from arrowdedup.pipeline.job import ingest_to_store
 from arrowdedup.store.reader import current_version
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +50,7 @@ def scan_both(values: list[str], types: list[str | None], langs: list[str | None
     comma, nouns = F._language_flags(pl.Series(langs, dtype=pl.String), n)
     code = np.array([t == "code" for t in types], dtype=bool)
     offsets, data = _buffers(text.to_arrow())
-    twin = interpreted.twin("arrowdedup.fact_scan")
+    twin = interpreted.twin("arrowdedup.facts.scan_jit")
     with interpreted.quiet():
         expected = fact_scan.scan(offsets, data, code, comma, nouns, *F._tables())
         got = twin.scan(offsets, data, code, comma, nouns, *F._tables())
@@ -81,7 +83,7 @@ def test_the_twin_guard_gives_the_jitted_reasons(seed: int, m: int) -> None:
     rng = np.random.default_rng(seed)
     a = rng.integers(0, m, 64).astype(np.int64)
     b = rng.integers(0, m, 64).astype(np.int64)
-    twin = interpreted.twin("arrowdedup._facts_jit")
+    twin = interpreted.twin("arrowdedup.facts.conflict_jit")
     expected = _facts_jit._conflict_many(offsets, values, modes, a, b)
     got = twin._conflict_many(offsets, values, modes, a, b)
     np.testing.assert_array_equal(got, expected)
@@ -98,9 +100,10 @@ def test_the_twin_guard_gives_the_jitted_reasons(seed: int, m: int) -> None:
 
 
 def test_a_twin_is_built_once_and_only_for_listed_modules() -> None:
-    assert interpreted.twin("arrowdedup.fact_scan") is interpreted.twin("arrowdedup.fact_scan")
+    scan = "arrowdedup.facts.scan_jit"
+    assert interpreted.twin(scan) is interpreted.twin(scan)
     with pytest.raises(ValueError, match="no interpreted twin"):
-        interpreted.twin("arrowdedup.kernels_blocked")
+        interpreted.twin("arrowdedup.dedup.blocked")
 
 
 def run_fresh(code: str) -> Any:
@@ -129,7 +132,7 @@ def test_a_ten_segment_job_loads_no_jitted_code_and_writes_the_jitted_signatures
         f"r = ingest_to_store({str(src)!r}, {str(tmp_path / 'store')!r}, quiet=True)\n"
         "sig = r.kept.select('segment_id', 'fact_signature').collect()\n"
         "jit = sorted(m for m in sys.modules if m == 'numba' or m.endswith('_jit')\n"
-        "             or m in ('arrowdedup.fact_scan', 'arrowdedup.kernels_blocked'))\n"
+        "             or m in ('arrowdedup.facts.scan_jit', 'arrowdedup.dedup.blocked'))\n"
         "print(json.dumps({'jit': jit, 'sig': sig.rows()}))\n")
     assert out["jit"] == []
     stored = dict(out["sig"])
@@ -150,7 +153,7 @@ def test_the_store_imports_neither_ingest_nor_retrieval() -> None:
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('arrowdedup.'))))\n")
     loaded = set(out)
     assert "arrowdedup.store.writer" in loaded and "arrowdedup.store.reader" in loaded
-    assert not {m for m in loaded if m == "arrowdedup.ingest" or m == "arrowdedup.job"
+    assert not {m for m in loaded if m in ("arrowdedup.dedup.ingest", "arrowdedup.pipeline.job")
                 or m.startswith("arrowdedup.retrieval")}, loaded
 
 
@@ -163,7 +166,7 @@ def test_the_store_imports_neither_ingest_nor_retrieval() -> None:
 
 def test_module_takes_the_twin_up_to_its_bound_until_the_kernel_is_taken(monkeypatch) -> None:
     monkeypatch.setattr(interpreted, "_taken", set())
-    name = "arrowdedup._facts_jit"
+    name = "arrowdedup.facts.conflict_jit"
     assert interpreted.module(name, 10, 10) is interpreted.twin(name)
     assert not interpreted.taken(name)
     assert interpreted.module(name, 11, 10) is _facts_jit
@@ -185,8 +188,8 @@ def test_a_jitted_module_imported_by_another_is_not_taken(monkeypatch) -> None:
     kernel does) must not send the scanner's calls to its jitted module, which nothing
     compiled (it did, inside the ``output`` stage, before ``taken``)."""
     monkeypatch.setattr(interpreted, "_taken", set())
-    assert "arrowdedup.fact_scan" in sys.modules  # imported by this test module
-    assert F._scanner(100) is interpreted.twin("arrowdedup.fact_scan")
+    assert "arrowdedup.facts.scan_jit" in sys.modules  # imported by this test module
+    assert F._scanner(100) is interpreted.twin("arrowdedup.facts.scan_jit")
     assert F._scanner(F.TWIN_MAX_BYTES + 1) is fact_scan
 
 
@@ -257,7 +260,7 @@ def test_twin_and_kernel_scan_the_same_facts_of_any_bytes(chunks, seed) -> None:
     n = len(chunks)
     flags = np.random.default_rng(seed).random((3, n)) < 0.3
     rows = np.arange(n, dtype=np.int64)
-    twin = interpreted.twin("arrowdedup.fact_scan")
+    twin = interpreted.twin("arrowdedup.facts.scan_jit")
     with interpreted.quiet():
         for module in (twin, fact_scan):  # the twin first: it would raise where Numba reads
             result = (*module.scan(offsets, data, *flags, *F._tables()),  # out of bounds

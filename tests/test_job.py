@@ -16,9 +16,10 @@ import pyarrow.feather as feather
 import pytest
 from test_pipeline import corpus
 
-from arrowdedup import JobResult, StoreError, ingest, ingest_to_store, open_store
+from arrowdedup import JobResult, StoreError, ingest_to_store, open_store
 from arrowdedup.config import resolve_config
-from arrowdedup.job import STAGES
+from arrowdedup.dedup import ingest
+from arrowdedup.pipeline.job import STAGES
 from arrowdedup.store import INV_NORM, atomic_write_bytes, store_lock
 from tests.conftest import M2V_MODEL, need
 
@@ -153,8 +154,8 @@ def test_the_store_imports_neither_ingest_nor_retrieval() -> None:
     import sys
 
     code = ("import sys, arrowdedup.store as s; s.open_store; "
-            "bad = [m for m in sys.modules if m.startswith(('arrowdedup.ingest', "
-            "'arrowdedup.retrieval', 'arrowdedup.kernels'))]; print(bad)")
+            "bad = [m for m in sys.modules if m.startswith(('arrowdedup.dedup.ingest', "
+            "'arrowdedup.retrieval', 'arrowdedup.dedup.kernels'))]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
@@ -195,7 +196,7 @@ def test_no_store_module_imports_the_job_modules_even_inside_a_function() -> Non
 def _gathered(tables: list[pa.Table], bucket: int, buckets: int) -> pa.Table | None:
     """A bucket's rows as a Polars gather from each whole table gives them (the read before
     the embeddings of IPC files were read with preadv)."""
-    from arrowdedup.job import _bucket_ids
+    from arrowdedup.pipeline.job import _bucket_ids
 
     parts = []
     for table in tables:
@@ -216,7 +217,7 @@ def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path, jit_min_
     Python."""
     import pyarrow.ipc as pa_ipc
 
-    from arrowdedup import job
+    from arrowdedup.pipeline import job
 
     monkeypatch.setattr(job, "JIT_MIN_RUNS", jit_min_runs)
 
@@ -256,7 +257,8 @@ def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path, jit_min_
 @pytest.mark.parametrize("jit_min_runs", [1, 10**9])
 def test_rows_past_the_end_of_the_file_are_refused(tmp_path: Path, jit_min_runs: int,
                                                    monkeypatch) -> None:
-    from arrowdedup import InputError, job
+    from arrowdedup import InputError
+    from arrowdedup.pipeline import job
 
     monkeypatch.setattr(job, "JIT_MIN_RUNS", jit_min_runs)
     path = tmp_path / "short.bin"
@@ -274,7 +276,7 @@ def test_rows_past_the_end_of_the_file_are_refused(tmp_path: Path, jit_min_runs:
 def test_a_ray_worker_reuses_its_mapping_until_the_file_changes(tmp_path: Path) -> None:
     """The tasks one Ray worker runs share one SourceCache per input (as the local engine's
     threads do); a file rewritten since is mapped afresh, so no task reads stale rows."""
-    from arrowdedup import job
+    from arrowdedup.pipeline import job
 
     frame = corpus(docs=12, per_doc=10)
     path = tmp_path / "in.arrow"
@@ -331,7 +333,7 @@ def test_a_ray_cluster_the_run_starts_gives_its_workers_one_thread_pools(monkeyp
     Polars' and Numba's pools to one thread; they run at this process's priority, not Ray's
     nice 15; a value the user set is kept, and this process's environment is as it was."""
     ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
-    from arrowdedup import job
+    from arrowdedup.pipeline import job
 
     if ray.is_initialized():
         ray.shutdown()
@@ -362,7 +364,7 @@ def test_one_thread_means_one_bucket_at_a_time(tmp_path: Path, monkeypatch) -> N
     """``threads=1`` works on one bucket at a time (the single-thread benchmark row is single
     threaded); any other count keeps ``LOCAL_AHEAD + 1`` buckets in flight. The store is the
     same either way."""
-    from arrowdedup import job
+    from arrowdedup.pipeline import job
 
     assert job.buckets_in_flight(1) == 1
     assert job.buckets_in_flight(None) == job.buckets_in_flight(4) == job.LOCAL_AHEAD + 1
@@ -387,7 +389,7 @@ def test_one_thread_means_one_bucket_at_a_time(tmp_path: Path, monkeypatch) -> N
 
 def test_a_failed_background_ray_stop_is_raised_but_never_hides_the_runs_error(monkeypatch
                                                                               ) -> None:
-    from arrowdedup import job
+    from arrowdedup.pipeline import job
 
     def failing_stop() -> None:
         raise RuntimeError("stop failed")
@@ -410,7 +412,7 @@ def test_the_stage_table_counts_reading_fingerprints_and_bucket_numbers(
     (At 1M segments the first two were about a second of CPU that no stage showed.)"""
     import time
 
-    from arrowdedup import job
+    from arrowdedup.pipeline import job
 
     frame = corpus(docs=8, per_doc=10)
     ipc = tmp_path / "in.arrow"
@@ -439,7 +441,7 @@ def test_workers_are_refilled_before_a_bucket_is_written(threads: int | None, mo
     import threading
     import time
 
-    from arrowdedup import job
+    from arrowdedup.pipeline import job
 
     table = corpus(docs=12, per_doc=10).to_arrow()
     started: list[int] = []
@@ -472,7 +474,7 @@ def test_buckets_over_the_alone_bound_run_by_themselves_and_write_the_same_store
     same as when every bucket may run beside another."""
     import threading
 
-    from arrowdedup import job
+    from arrowdedup.pipeline import job
 
     frame = corpus(docs=24, per_doc=10)
     path = tmp_path / "in.arrow"

@@ -11,10 +11,11 @@ from conftest import random_facts
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import DedupConfig, IngestionConfig, fact_conflict, kernels
+from arrowdedup import DedupConfig, IngestionConfig, fact_conflict
+from arrowdedup.dedup import kernels
 from arrowdedup.schema import embeddings_from
 
-ingest_mod = importlib.import_module("arrowdedup.ingest")
+ingest_mod = importlib.import_module("arrowdedup.dedup.ingest")
 
 THRESHOLD = 0.90
 BAND = 1e-4  # test data keeps clear of the threshold by more than the 1e-5 the spec allows
@@ -214,7 +215,7 @@ def test_plan_counting_sort_equals_polars_sort(seed: int, n: int, n_groups: int,
     classes that split the rows the same way: groups of 1 to over 64 rows (the classes'
     hash table grows with the group), salience ties (with -0.0 beside 0.0), repeated
     positions and hashes."""
-    from arrowdedup._plan_jit import group_order, sort_and_classify
+    from arrowdedup.dedup.plan_jit import group_order, sort_and_classify
 
     rng = np.random.default_rng(seed)
     groups = rng.integers(0, n_groups, n).astype(np.int64)
@@ -262,7 +263,7 @@ def test_document_stats_equal_a_group_by_of_the_decisions(seed: int, n: int) -> 
 def test_document_counts_equal_the_numpy_bincounts_bit_for_bit() -> None:
     """The jitted per-document pass (large inputs) against the bincounts of small ones:
     equal counts, boost sums and maxima, documents without kept rows at 0."""
-    from arrowdedup._plan_jit import document_counts
+    from arrowdedup.dedup.plan_jit import document_counts
 
     rng = np.random.default_rng(3)
     n, n_docs, n_actions = 20_000, 700, len(kernels.ACTION_NAMES)

@@ -13,8 +13,9 @@ from conftest import segments_frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import DedupConfig, IngestionConfig, ingest, kernels
-from arrowdedup.facts import (
+from arrowdedup import DedupConfig, IngestionConfig
+from arrowdedup.dedup import ingest, kernels
+from arrowdedup.facts.guard import (
     CODE,
     DATE,
     EQUAL,

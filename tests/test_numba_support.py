@@ -1,4 +1,4 @@
-"""``arrowdedup._numba``: Numba's NumPy support loads without importing ``scipy.linalg``, and
+"""``arrowdedup.jit.runtime``: Numba's NumPy support loads without importing ``scipy.linalg``, and
 what a jitted function may still ask of BLAS keeps working."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import threading
 
 import pytest
 
-from arrowdedup import _numba
+from arrowdedup.jit import runtime
 
 PROBE = """
 import sys
 import numpy as np
 import pyarrow as pa
-from arrowdedup.hashing import xxh64
+from arrowdedup.arrays.hashing import xxh64
 xxh64(pa.array([f"text {i}" for i in range(50_000)]))  # jitted (not the twin) at this size
 assert "numba" in sys.modules, "the probe did not reach the jitted code"
 print("linalg-after-kernel", "scipy.linalg" in sys.modules)
@@ -44,12 +44,12 @@ def test_a_kernel_process_never_imports_scipy_linalg_and_blas_still_works() -> N
 
 
 def test_only_the_loading_thread_is_refused_scipy_linalg() -> None:
-    finder = _numba._Hidden()
+    finder = runtime._Hidden()
     with pytest.raises(ModuleNotFoundError, match="BLAS probe"):
-        finder.find_spec(_numba.HIDDEN)
+        finder.find_spec(runtime.HIDDEN)
     assert finder.find_spec("scipy.sparse") is None
     seen: list[object] = []
-    other = threading.Thread(target=lambda: seen.append(finder.find_spec(_numba.HIDDEN)))
+    other = threading.Thread(target=lambda: seen.append(finder.find_spec(runtime.HIDDEN)))
     other.start()
     other.join()
     assert seen == [None]
@@ -63,13 +63,15 @@ def test_a_changed_jitted_source_clears_the_package_caches(tmp_path) -> None:
     from pathlib import Path
 
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    where = "from arrowdedup import _numba; print(_numba._cache_dir(_numba._jitted_sources()[0]))"
+    where = ("from arrowdedup.jit import runtime; source = runtime._jitted_sources()[0]; "
+             "print(runtime._cache_dir(source), source.stem)")
     first = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True,
                            env=env, timeout=300, check=True)
-    cache = Path(first.stdout.strip())
-    stamp = cache / _numba._STAMP
+    cache_dir, stem = first.stdout.split()
+    cache = Path(cache_dir)
+    stamp = cache / runtime._STAMP
     assert cache.is_relative_to(tmp_path) and stamp.is_file()
-    stale = cache / "_kernels_jit.greedy_numba-96.py311.nbi"
+    stale = cache / f"{stem}.kernel-96.py311.nbi"
     other = cache / "someone_else.f-1.py311.nbi"  # not the package's: kept
     stale.write_bytes(b"old")
     other.write_bytes(b"theirs")

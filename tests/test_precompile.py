@@ -1,4 +1,4 @@
-"""The compile stage (arrowdedup.precompile): a run loads or compiles its jitted kernels up
+"""The compile stage (arrowdedup.pipeline.precompile): a run loads or compiles its jitted kernels up
 front, in ``compile``, and none later inside another stage; a small run loads none."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ PROBE = textwrap.dedent("""
     import json, sys
     import numpy as np
     import polars as pl
-    from arrowdedup import precompile
+    from arrowdedup.pipeline import precompile
 
     def overloads():
         if "numba" not in sys.modules:
@@ -115,7 +115,7 @@ def test_the_sample_docs_compile_before_the_work(tmp_path: Path) -> None:
     assert out["stray"] == [], out["stray"]
     # Its 45 KB of text take the twins of the scanner and of the guard's CSR helpers: from
     # an empty cache the scanner alone compiles for most of a minute.
-    assert "arrowdedup.fact_scan._scan" not in out["kernels"], out["kernels"]
+    assert "arrowdedup.facts.scan_jit._scan" not in out["kernels"], out["kernels"]
 
 
 def english_page(page: int) -> str:
@@ -145,7 +145,7 @@ def test_a_large_docs_folder_compiles_the_scanner_before_extracting(tmp_path: Pa
     bytes is over it."""
     if not M2V_MODEL.is_dir():
         pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
-    from arrowdedup.facts import TWIN_MAX_BYTES, _scan_size
+    from arrowdedup.facts.guard import TWIN_MAX_BYTES, _scan_size
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -159,4 +159,4 @@ def test_a_large_docs_folder_compiles_the_scanner_before_extracting(tmp_path: Pa
         assert len(text.encode()) <= TWIN_MAX_BYTES  # under the bound in bytes
     out = probe("docs", str(tmp_path / "d"), str(docs), str(M2V_MODEL))
     assert out["stray"] == [], out["stray"]
-    assert "arrowdedup.fact_scan._scan" in out["kernels"], out["kernels"]
+    assert "arrowdedup.facts.scan_jit._scan" in out["kernels"], out["kernels"]

@@ -17,7 +17,7 @@ from conftest import random_facts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import kernels
+from arrowdedup.dedup import kernels
 from arrowdedup.retrieval import crossdoc
 from arrowdedup.retrieval.ranked_dedup import (
     certified_scan,

@@ -14,9 +14,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from arrowdedup import DedupConfig, IngestionConfig, LshMethod, Mode, ingest, open_store
+from arrowdedup import DedupConfig, IngestionConfig, LshMethod, Mode, open_store
 from arrowdedup import verify_store as verify
-from arrowdedup.job import ingest_to_store
+from arrowdedup.dedup import ingest
+from arrowdedup.pipeline.job import ingest_to_store
 
 HAS_ENGINES = "engine" in inspect.signature(ingest_to_store).parameters
 pytestmark = pytest.mark.skipif(not HAS_ENGINES, reason="the engine option (issue 4) has not "

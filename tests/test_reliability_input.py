@@ -25,10 +25,10 @@ from arrowdedup import (
     DedupConfig,
     InputError,
     SchemaError,
-    ingest,
     verify_store,
 )
 from arrowdedup.cli import app
+from arrowdedup.dedup import ingest
 
 runner = CliRunner()
 
@@ -562,7 +562,7 @@ def test_corrupted_ipc_files_never_crash_the_job(tmp_path: Path) -> None:
 def test_invalid_utf8_refused_in_a_large_column() -> None:
     """Above the ASCII pass's threshold: one bad byte among thousands of ASCII rows is still
     refused by name."""
-    from arrowdedup.hashing import JIT_MIN_ROWS
+    from arrowdedup.arrays.hashing import JIT_MIN_ROWS
 
     n = JIT_MIN_ROWS + 10
     raw = [f"row {i}".encode() for i in range(n)]

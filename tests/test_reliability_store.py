@@ -22,9 +22,10 @@ import pytest
 from conftest import ROOT, segments_frame, unit
 from typer.testing import CliRunner
 
-from arrowdedup import StoreError, ingest, open_store, verify_store, write_store
+from arrowdedup import StoreError, open_store, verify_store, write_store
 from arrowdedup.cli import app
-from arrowdedup.job import ingest_to_store
+from arrowdedup.dedup import ingest
+from arrowdedup.pipeline.job import ingest_to_store
 from arrowdedup.store import LOCK, PAUSE_ENV
 from arrowdedup.store.integrity import manifest_text
 

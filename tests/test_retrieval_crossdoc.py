@@ -19,8 +19,8 @@ from arrowdedup import (
     RetrievalConfig,
     SchemaError,
     dedupe_ranked,
-    kernels,
 )
+from arrowdedup.dedup import kernels
 from arrowdedup.retrieval.crossdoc import greedy_ranked, greedy_ranked_numpy
 
 

@@ -18,12 +18,12 @@ from arrowdedup import (
     InputError,
     RetrievalConfig,
     build_context,
-    ingest,
     open_store,
     search,
     write_store,
 )
 from arrowdedup.cli import app
+from arrowdedup.dedup import ingest
 from arrowdedup.retrieval.bm25 import tokenize
 from tests.conftest import M2V_MODEL
 
@@ -345,7 +345,7 @@ def test_store_without_embeddings_searches_by_bm25_only(embedder, tmp_path):
 
 @pytest.mark.slow
 def test_minilm_store_embeds_text_queries_with_its_recorded_model(tmp_path):
-    from arrowdedup.embed import MINILM_NAME, MiniLMEmbedder
+    from arrowdedup.embed.embedders import MINILM_NAME, MiniLMEmbedder
 
     minilm = MiniLMEmbedder()
     root = tmp_path / "s"

@@ -7,7 +7,8 @@ import polars as pl
 import pytest
 from conftest import segments_frame
 
-from arrowdedup import SchemaError, ingest
+from arrowdedup import SchemaError
+from arrowdedup.dedup import ingest
 from arrowdedup.schema import embeddings_from
 
 E = np.array([1, 0, 0, 0], dtype=np.float32)

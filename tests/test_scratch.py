@@ -13,7 +13,9 @@ import pyarrow.feather as feather
 from test_job import data_files
 from test_pipeline import corpus
 
-from arrowdedup import ingest_to_store, job, scratch
+from arrowdedup import ingest_to_store
+from arrowdedup.arrays import scratch
+from arrowdedup.pipeline import job
 
 
 def test_a_buffer_is_lent_again_only_when_nothing_refers_to_it() -> None:

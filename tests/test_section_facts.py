@@ -12,10 +12,11 @@ import polars as pl
 import pytest
 from conftest import segments_frame, unit
 
-from arrowdedup import DedupConfig, IngestionConfig, LshMethod, Mode, RetrievalConfig, ingest
-from arrowdedup.facts import REASONS, conflict_reasons, fact_modes, signatures_of
+from arrowdedup import DedupConfig, IngestionConfig, LshMethod, Mode, RetrievalConfig
+from arrowdedup.dedup import ingest
+from arrowdedup.facts.guard import REASONS, conflict_reasons, fact_modes, signatures_of
+from arrowdedup.facts.sections import FORM, LEAF, PREFIX, ROLE_SHIFT, ROOT, SECTION, section_facts
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
-from arrowdedup.section_facts import FORM, LEAF, PREFIX, ROLE_SHIFT, ROOT, SECTION, section_facts
 
 RNG = np.random.default_rng(44)
 BASE = unit(RNG.normal(size=24))
@@ -217,7 +218,7 @@ def test_extraction_stores_the_section_tokens(tmp_path) -> None:
     # The store keeps what extract computed: retrieval reads the section tokens, it never
     # recomputes them per query.
     from arrowdedup import extract
-    from arrowdedup.facts import signature_column_arrays
+    from arrowdedup.facts.guard import signature_column_arrays
 
     page = tmp_path / "page.md"
     page.write_text("# Guide\n\n## Tomcat\n\nAdd the agent path.\n\n## WebLogic\n\n"
@@ -230,9 +231,9 @@ def test_extraction_stores_the_section_tokens(tmp_path) -> None:
 
 
 def test_form_hashes_twin_and_kernel_agree() -> None:
-    from arrowdedup import interpreted
-    from arrowdedup._content_jit import form_hashes
-    from arrowdedup.hashing import _buffers
+    from arrowdedup.arrays.hashing import _buffers
+    from arrowdedup.facts.content_jit import form_hashes
+    from arrowdedup.jit import interpreted
 
     texts = pl.Series(["**Note:** This  page", "note this page", "  note -- this page!! ",
                        "Note: this pages", "Ünïcode：テキスト", "ünïcode：テキスト", "", "a_b"])
@@ -240,7 +241,7 @@ def test_form_hashes_twin_and_kernel_agree() -> None:
     rows = np.arange(texts.len(), dtype=np.int64)
     jitted = form_hashes(offsets, data, rows)
     with interpreted.quiet():
-        twin = interpreted.twin("arrowdedup._content_jit").form_hashes(offsets, data, rows)
+        twin = interpreted.twin("arrowdedup.facts.content_jit").form_hashes(offsets, data, rows)
     assert np.array_equal(jitted, twin)
     assert jitted[0] == jitted[1] == jitted[2] and jitted[3] != jitted[0]
     assert jitted[4] == jitted[5] and jitted[7] != jitted[6]

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from arrowdedup import StoreError, open_store
 from arrowdedup.cli import app
-from arrowdedup.job import ingest_to_store
-from arrowdedup.source_files import Moved, moved_summary
-from arrowdedup.update import update_store
+from arrowdedup.pipeline.job import ingest_to_store
+from arrowdedup.pipeline.update import update_store
+from arrowdedup.store.source_files import Moved, moved_summary
 
 runner = CliRunner()
 

@@ -19,13 +19,13 @@ from typer.testing import CliRunner
 
 from arrowdedup import StoreError, search, verify_store
 from arrowdedup.cli import app
-from arrowdedup.job import ingest_to_store
+from arrowdedup.pipeline.job import ingest_to_store
+from arrowdedup.pipeline.update import compact_store, update_store
 from arrowdedup.retrieval.search import _VIEWS
 from arrowdedup.store import open_store
 from arrowdedup.store.integrity import BLOCK_SIZE, forget_checked, manifest_text
 from arrowdedup.store.reader import is_panic, read_failure, reads_store
 from arrowdedup.store.versions import list_versions, scan_versions
-from arrowdedup.update import compact_store, update_store
 
 runner = CliRunner()
 
@@ -247,7 +247,8 @@ def test_embedding_rows_are_checked_when_read(tmp_path: Path) -> None:
     # the reads of that row (and the dense scan), not the opening nor a read of row 10.
     from conftest import segments_frame, unit
 
-    from arrowdedup import ingest, write_store
+    from arrowdedup import write_store
+    from arrowdedup.dedup import ingest
 
     rng = np.random.default_rng(11)
     n = 1000

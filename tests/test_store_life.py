@@ -14,17 +14,18 @@ from hypothesis import strategies as st
 from test_kernels import random_table
 from typer.testing import CliRunner
 
-from arrowdedup import StoreError, ingest, open_store, write_store
+from arrowdedup import StoreError, open_store, write_store
 from arrowdedup.cli import app
 from arrowdedup.config import DedupConfig, Mode
-from arrowdedup.job import ingest_to_store
+from arrowdedup.dedup import ingest
+from arrowdedup.pipeline.job import ingest_to_store
+from arrowdedup.pipeline.update import compact_store, delete_documents, prune, update_store
 from arrowdedup.retrieval.bm25_layers import LayeredBm25, load_store_bm25
 from arrowdedup.retrieval.search import search
 from arrowdedup.store import store_lock
 from arrowdedup.store.integrity import manifest_text
+from arrowdedup.store.verify import verify_store
 from arrowdedup.store.versions import list_versions, rollback
-from arrowdedup.update import compact_store, delete_documents, prune, update_store
-from arrowdedup.verify import verify_store
 
 runner = CliRunner()
 
@@ -545,7 +546,7 @@ def test_update_of_a_few_files_equals_a_full_ingest(tmp_path: Path) -> None:
     for page in ("invoices", "meters", "pagination", "testing"):
         with (docs / "docs" / f"{page}.md").open("a", encoding="utf-8") as f:
             f.write("\n\nOne more closing line for this page.\n")
-    from arrowdedup.update import update_store
+    from arrowdedup.pipeline.update import update_store
 
     update_store(tmp_path / "s", docs, quiet=True)
     ingest_to_store(docs, tmp_path / "full", embedder=embedder, quiet=True)

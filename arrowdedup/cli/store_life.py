@@ -1,5 +1,5 @@
 """A store's life on the command line: `ingest --update`, `delete`, `versions`, `rollback`,
-`compact`, `prune` (each one library call of :mod:`arrowdedup.update` or
+`compact`, `prune` (each one library call of :mod:`arrowdedup.pipeline.update` or
 :mod:`arrowdedup.store.versions`)."""
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def _report(result: Any, *, quiet: bool, as_json: bool) -> None:
 
 def run_update(inputs: list[Path], out: Path, cfg: Any, *, quiet: bool, as_json: bool,
                **options: Any) -> None:
-    """`ingest --update`: one :func:`arrowdedup.update.update_store` call."""
-    from ..update import update_store
+    """`ingest --update`: one :func:`arrowdedup.pipeline.update.update_store` call."""
+    from ..pipeline.update import update_store
 
     result = update_store(out, inputs, config=cfg, **options)
     _report(result, quiet=quiet, as_json=as_json)
@@ -111,7 +111,7 @@ def delete(
 ) -> None:
     """Remove documents by doc_id, as a new version (an unknown id removes nothing)."""
     from ..errors import InputError
-    from ..update import delete_documents
+    from ..pipeline.update import delete_documents
 
     ids = list(doc_ids or [])
     if from_file is not None:
@@ -199,7 +199,7 @@ def compact(
     as_json: JsonOpt = False,
 ) -> None:
     """Fold the current version's deltas into one base (a new version, the same data)."""
-    from ..update import compact_store
+    from ..pipeline.update import compact_store
 
     before = _current_id(store)
     result = compact_store(store, keep_versions=keep_versions)
@@ -238,7 +238,7 @@ def prune(
 ) -> None:
     """Fold the current version's deltas, then remove old versions (never the current one,
     nor one a reader holds open)."""
-    from ..update import prune as do_prune
+    from ..pipeline.update import prune as do_prune
 
     done = do_prune(store, keep=keep, fold=fold, dry_run=dry_run)
     if as_json:

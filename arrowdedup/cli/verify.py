@@ -24,7 +24,7 @@ def verify(
     """Check a store against its manifest (files, checksums, every count), its decisions
     (every representative exists and is kept) and, in exact mode, that no kept pair of a group
     is a near duplicate. Exit code 1 when anything is wrong."""
-    from ..verify import report_json, verify_store
+    from ..store.verify import report_json, verify_store
 
     report = verify_store(store, max_problems=max_problems, version=version)
     if as_json:

@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from ..errors import ArrowDedupError, ConfigError, InputError, SchemaError
-from ..facts import FACT_COLUMN, fact_signatures
+from ..facts.guard import FACT_COLUMN, fact_signatures
 from ..schema import validate
 from .blocks import ParsedDoc
 from .html import parse_html
@@ -94,7 +94,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "page_end": pl.Int32(),
     "row_values": pl.String(),
     "content_hash": pl.String(),
-    # SPEC §2 step 4's fact guard reads it (arrowdedup.facts); computed here once.
+    # SPEC §2 step 4's fact guard reads it (arrowdedup.facts.guard); computed here once.
     "fact_signature": pl.List(pl.UInt64),
 }
 
@@ -431,7 +431,7 @@ def with_content_hash(segments: pl.DataFrame) -> pl.DataFrame:
     """``content_hash`` (SPEC §1: XXH64 hex of the text) where it is missing; page furniture
     hashes its text with digits masked, so "Page 3 of 9" and "Page 4 of 9" are exact duplicates
     of each other and nothing else (SPEC: furniture is deduplicated with digits masked)."""
-    from ..hashing import to_hex, xxh64
+    from ..arrays.hashing import to_hex, xxh64
 
     if segments.height == 0:
         return segments.with_columns(pl.lit(None, dtype=pl.String).alias("content_hash"))

@@ -156,7 +156,7 @@ def inline_text(token: Token, terms: list[str] | None = None) -> str:
     """Visible text of an inline token: soft breaks become spaces, hard breaks newlines, and
     lines holding only an attribute list ("{.class}") are dropped. Inline code spans lose
     their backticks in the text; their contents go to ``terms`` (the fact guard's
-    identifiers, :func:`arrowdedup.facts.fact_signatures`)."""
+    identifiers, :func:`arrowdedup.facts.guard.fact_signatures`)."""
     if token.meta.get("plain"):
         lines = token.content.split("\n")
         # The CommonMark rule: a line ending in two or more spaces ends with a hard break.

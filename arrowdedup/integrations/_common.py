@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from ..config import DedupConfig
-from ..embed import DEFAULT_EMBEDDER, Embedder, get_embedder
+from ..embed.embedders import DEFAULT_EMBEDDER, Embedder, get_embedder
 from ..errors import EmbedderError, InputError
 
 # Every item is one paragraph of its document: the frameworks carry no segment type.
@@ -40,7 +40,7 @@ def bundled(embedder: str | Embedder | None) -> EmbedFn:
     embeds (:func:`arrowdedup.embed_texts`: each distinct text once, its visible words)."""
 
     def encode(texts: list[str]) -> np.ndarray:
-        from ..embed_cache import embed_texts
+        from ..embed.cache import embed_texts
 
         if embedder is None or isinstance(embedder, str):
             model = _named(embedder or DEFAULT_EMBEDDER)
@@ -203,7 +203,7 @@ def ingest_kept(table: pl.DataFrame, config: DedupConfig | None) -> Kept:
     """:func:`arrowdedup.ingest` over ``table``: the kept rows with their ``salience``,
     ``near_duplicate_count`` and ``merged_ids`` (the ids of the items each one stands for:
     its near duplicates and exact copies, in input order)."""
-    from ..ingest import ingest
+    from ..dedup.ingest import ingest
 
     result = ingest(table, config)
     decisions = result.decisions
@@ -243,7 +243,7 @@ def ranked_kept(table: pl.DataFrame, config: DedupConfig | None) -> Kept:
 
 class QueryEmbedder:
     """A text query embedded by a framework's model, offered to :func:`arrowdedup.search` as
-    an :class:`~arrowdedup.embed.Embedder` so the query keeps its words for BM25.
+    an :class:`~arrowdedup.embed.embedders.Embedder` so the query keeps its words for BM25.
 
     ``name`` is the framework model's name (its ``model_name`` or ``model`` attribute, else
     its class name): search compares it, and the dimension, with the store's model and

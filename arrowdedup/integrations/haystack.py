@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any
 
 from ..config import DedupConfig
-from ..embed import Embedder
+from ..embed.embedders import Embedder
 from ..errors import InputError, MissingDependencyError
 from . import _common
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import DedupConfig
-from ..embed import Embedder
+from ..embed.embedders import Embedder
 from ..errors import MissingDependencyError
 from . import _common
 

@@ -74,7 +74,7 @@ def bucket_tokens(texts: pl.Series) -> BucketTokens:
     stores)."""
     n = texts.len()
     if n >= JIT_MIN_TEXTS:
-        from . import _tokens_jit as jit
+        from . import tokens_jit as jit
 
         ids, rows, vocab = jit.scan(jit.lower(texts))
     else:
@@ -86,7 +86,7 @@ def bucket_tokens(texts: pl.Series) -> BucketTokens:
         vocab = pa.array(list(index), type=pa.large_string())
     indptr, doc_rows, tf = _postings(ids, rows, len(vocab))
     if rows.shape[0] >= JIT_MIN_POSTINGS:
-        from ._tokens_jit import row_lengths
+        from .tokens_jit import row_lengths
 
         doc_len = row_lengths(rows, n)
     else:
@@ -97,7 +97,7 @@ def bucket_tokens(texts: pl.Series) -> BucketTokens:
 def _postings(ids: np.ndarray, rows: np.ndarray, n_vocab: int
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if ids.shape[0] >= JIT_MIN_POSTINGS:
-        from ._tokens_jit import postings
+        from .tokens_jit import postings
 
         return postings(ids, rows, n_vocab)  # type: ignore[no-any-return]
     width = int(rows.max()) + 1 if rows.size else 1
@@ -133,7 +133,7 @@ def _merge_postings(parts: list[tuple[BucketTokens, int]], gids: list[np.ndarray
     if _finish_jitted(total):
         from concurrent.futures import ThreadPoolExecutor
 
-        from ._tokens_jit import place_postings
+        from .tokens_jit import place_postings
 
         def place(i: int) -> None:
             (part, first), at = parts[i], starts[i]
@@ -162,8 +162,8 @@ def _finish_jitted(postings: int) -> bool:
     for this one pass cost it more than the NumPy twin (at 1M, 0.64-0.67 s with Numba's load
     against 0.33-0.55 s for NumPy in fresh processes; 0.12 s once Numba is loaded). Both write
     the same bytes (a test holds them to it), so the engine does not show in the index, and
-    :func:`arrowdedup.interpreted.forced` makes the choice (the compile stage's warm-up)."""
-    from ..interpreted import KERNEL, forced_kind
+    :func:`arrowdedup.jit.interpreted.forced` makes the choice (the compile stage's warm-up)."""
+    from ..jit.interpreted import KERNEL, forced_kind
 
     forced = forced_kind()
     if forced is not None:
@@ -174,7 +174,7 @@ def _finish_jitted(postings: int) -> bool:
 def _threads() -> int:
     """Numba's thread count for the calling thread (a job with ``threads=1`` sets one):
     what the large merges also spread their Python threads over."""
-    from .._numba import numba
+    from ..jit.runtime import numba
 
     return int(numba.get_num_threads())
 
@@ -239,7 +239,7 @@ class Bm25Builder:
             tf_narrow = tf_narrow.copy()
         jitted = _finish_jitted(doc_rows.shape[0])
         if jitted:
-            from ._tokens_jit import bm25_scores
+            from .tokens_jit import bm25_scores
 
             # The scores overwrite the int32 term frequencies (kept narrowed above): no
             # fresh 24 MB at 1M to fault in.

@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from ..config import DedupConfig, resolve_config
-from ..embed import Embedder
+from ..embed.embedders import Embedder
 from ..errors import InputError
 from ..store import Store, open_store
 from ..store.reader import reads_store

@@ -19,13 +19,13 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .._facts_jit import conflict
-from .._numba import numba
+from ..arrays.vectors import embedding_matrix, language_codes
 from ..config import DedupConfig, resolve_config
+from ..dedup.kernels import effective_threshold, no_facts
 from ..errors import SchemaError, first_rows
-from ..facts import FACT_COLUMN, conflict_reasons
-from ..kernels import effective_threshold, no_facts
-from ..vectors import embedding_matrix, language_codes
+from ..facts.conflict_jit import conflict
+from ..facts.guard import FACT_COLUMN, conflict_reasons
+from ..jit.runtime import numba
 from .ranked_dedup import FactArrays, fact_arrays, planned_lists
 
 _DEFAULT = DedupConfig()  # frozen: safe to share, and validating it per call costs ~0.1 ms

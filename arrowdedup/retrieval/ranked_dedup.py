@@ -17,7 +17,7 @@ kernel's:
   bound, the kernel decides the whole list instead.
 
 The decisions, and so the search results, are the kernel's whatever path ran. The fact guard
-is the same integer logic either way (:func:`arrowdedup.facts.conflict_reasons`, whose
+is the same integer logic either way (:func:`arrowdedup.facts.guard.conflict_reasons`, whose
 interpreted twin gives the kernel's bits).
 """
 
@@ -29,8 +29,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from ..facts import FACT_COLUMN, conflict_reasons, fact_modes, signatures_of
-from ..kernels import effective_threshold
+from ..dedup.kernels import effective_threshold
+from ..facts.guard import FACT_COLUMN, conflict_reasons, fact_modes, signatures_of
 
 # CSR fact signatures (offsets, values) and per-row guard modes (facts.fact_modes).
 FactArrays = tuple[np.ndarray, np.ndarray, np.ndarray]

@@ -45,14 +45,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
+from ..arrays.vectors import dense_codes, language_codes
 from ..config import DedupConfig, RetrievalConfig, resolve_config, shown
-from ..embed import Embedder, get_embedder, recorded_spec
-from ..embed_view import embedding_text
+from ..embed.embedders import Embedder, get_embedder, recorded_spec
+from ..embed.view import embedding_text
 from ..errors import EmbedderError, InputError, StoreError
-from ..rules import signatures_current
+from ..facts.rules import signatures_current
 from ..store import Store, atomic_path, open_store
 from ..store.reader import reads_store
-from ..vectors import dense_codes, language_codes
 from .bm25 import Bm25Index
 from .bm25_layers import LayeredBm25
 from .dense import cosine_scores, top_n, unit_queries

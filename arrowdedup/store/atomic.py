@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..scratch import ScratchPool
+from ..arrays.scratch import ScratchPool
 
 # The most bytes handed to one ``write`` call through the page cache. One 48 MB write (a
 # bucket's embeddings) cost the kernel 4-8x the system time of the same bytes in writes of

@@ -141,7 +141,7 @@ class DeltaWriter:
         changes: pl.DataFrame,
     ) -> None:
         """Link the parent's files and write the new layer: ``result`` (an
-        :class:`arrowdedup.ingest.IngestionResult` of the new and changed documents, or
+        :class:`arrowdedup.dedup.ingest.IngestionResult` of the new and changed documents, or
         ``None`` for a delete), their ``inputs`` rows (fingerprints), the ``tombstones`` and
         the ``changes`` rows; the registered indexes are built over the layer's kept rows."""
         from .writer import encode_bucket, index_file_entry, parquet_bytes

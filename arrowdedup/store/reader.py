@@ -421,7 +421,7 @@ def _part_vectors(path: Path, guard: FileGuard | None = None
     """(matrix as stored, inverse norms, the guard of its rows) of one embeddings file; the
     matrix is a zero-copy memory map when the column is a fixed-size list without nulls
     inside its values."""
-    from ..vectors import embeddings_from, fixed_size_values, inverse_norms
+    from ..arrays.vectors import embeddings_from, fixed_size_values, inverse_norms
 
     table, rows_guard = _mapped_checked(path, guard)
     column = table.column("embedding")

@@ -1,5 +1,5 @@
 """A store's versions: list them, make one current again (rollback), remove old ones (the
-removal :func:`arrowdedup.update.prune` does).
+removal :func:`arrowdedup.pipeline.update.prune` does).
 
 Every version directory is whole by itself (a delta version holds hard links to the files it
 shares with its parent), so removing one never damages another. A version that a reader holds

@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from ..arrays.scratch import ScratchPool
 from ..errors import SchemaError, StoreError
-from ..scratch import ScratchPool
 from .atomic import (
     DIRECT_MIN_BYTES,
     WindowedFile,
@@ -401,7 +401,7 @@ def _ipc_size(table: pa.Table) -> int:
 
 def embeddings_table(kept: pl.DataFrame) -> tuple[pa.Table, int | None]:
     """The kept embedding column as given (one chunk) and its float32 inverse norms."""
-    from ..vectors import embeddings_from, fixed_size_values, inverse_norms
+    from ..arrays.vectors import embeddings_from, fixed_size_values, inverse_norms
 
     column = kept.get_column("embedding").rechunk().to_arrow()
     if isinstance(column, pa.ChunkedArray):
@@ -438,8 +438,8 @@ def encode_bucket(
 ) -> BucketOutput:
     """Serialise one bucket's kept rows and decisions (rows in input order inside the bucket)
     and the builders' parts; pure: equal inputs give equal bytes, in any process."""
-    from ..hashing import xxh64
-    from ..vectors import without_column
+    from ..arrays.hashing import xxh64
+    from ..arrays.vectors import without_column
 
     t0 = time.perf_counter()
     name = part_name(bucket)

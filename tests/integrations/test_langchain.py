@@ -123,7 +123,7 @@ def test_embedder_and_embeddings_together_are_refused(m2v):
 def hf_embeddings():
     """LangChain's own HuggingFaceEmbeddings over the packaged MiniLM (offline)."""
     community = pytest.importorskip("langchain_community.embeddings")
-    from arrowdedup.minilm_onnx import packaged_model_dir
+    from arrowdedup.embed.minilm_onnx import packaged_model_dir
 
     with warnings.catch_warnings():  # deprecated for langchain-huggingface, still LangChain's
         warnings.simplefilter("ignore")

@@ -56,7 +56,7 @@ _MODEL = {}
 
 def _m2v():
     if "m" not in _MODEL:
-        from arrowdedup.embed import Model2VecEmbedder
+        from arrowdedup.embed.embedders import Model2VecEmbedder
 
         _MODEL["m"] = Model2VecEmbedder(need(M2V_MODEL))
     return _MODEL["m"]

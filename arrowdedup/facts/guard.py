@@ -1,0 +1,872 @@
+"""The fact guard of SPEC section 2 step 4: a segment merges only into a representative that
+states every fact it states, and contradicts none.
+
+Cosine measures topic and wording, not facts: on real technical documents most cosine-only
+merges dropped a flag, a number or an identifier. So each segment gets a *fact signature*, the
+set of tokens an answer can hinge on, and every decision path checks it after the cosine test.
+
+The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted, unique list of
+64-bit fact hashes of the segment. The top three bits of a hash are its kind
+(:data:`KIND_NAMES`), the low 61 bits the XXH64 of the normalised token:
+
+- ``number``: numbers with a unit from a closed list (``217MB`` = ``217 mb``), thousands
+  separators removed by the language's convention (``10,000`` = ``10000``; German ``10.000``,
+  decimal comma ``1,5`` = ``1.5``), leading zeros dropped, small number words as digits; a
+  sign in front (``#3``, ``~26%``, ``$5``) is not part of the number;
+- ``date``: month and weekday names of the supported languages, clock times (``10:30``);
+- ``version``: dotted numbers, which keep their form (``3.5`` ≠ ``3.50``; ``v3.5`` = ``3.5``);
+- ``identifier``: flags, paths, URLs, IP addresses, ``snake_case``, ``camelCase`` /
+  ``PascalCase``, dotted names, words with digits (``node0``), backticked or quoted terms,
+  acronyms of three letters or more (``TCP``, ``GET``, ``MUST``; ``APIs`` = ``API``; hashed
+  as the capitalised word, so ``WARNING`` is found as ``Warning`` in the other segment), and
+  in ``code`` segments every token. In scripts without case (Han, kana, Hangul, Bengali,
+  Devanagari, ...) the terms: each pair of adjacent Han characters or Hangul syllables, each
+  katakana word and each word of the other scripts (:func:`fact_scan._wide_terms` says why);
+- ``name``: a capitalised word that does not start a sentence, in languages that do not
+  capitalise ordinary words (German does: there, capitalised words are never names), and not
+  in a Title Case text (most words capitalised); all-caps acronyms are not names;
+- ``opposite``: a word of the closed list :data:`OPPOSITES` (enable/disable, min/max,
+  leader/follower, odd/even, incoming/outgoing, single/multiple, old/new, …, in the languages
+  of the shared corpus); it refuses a merge when the other segment says its antonym (a
+  contradiction), or, for the strict types, when the other segment does not say it too;
+- ``negation``: one token for "the segment negates" (``not``, ``n't``, ``never``, ``nicht``,
+  ``kein``, ``ne … pas``, ``不``, …): ``do not`` and ``don't`` are the same fact.
+
+A hyphenated word that no list knows whole states the number words, opposites and dates of its
+parts: "four-stage" the number 4 (as "four stage" does), "server-side" the opposite "server",
+"read-only" the opposite "read" (merge audits of the shared corpus found "a four-stage
+pipeline" merged into "a three-stage pipeline", and server-side into client-side metrics).
+
+Two facts come from outside the text scanner: each line of a ``table_row`` segment (a row is a
+record, "column: value" per line; lower case, white space folded) is an ``identifier``, and so
+is each inline code term that extraction passes beside the text (``code_terms``: Markdown drops
+the backticks from the visible text).
+
+Kind 0 (``mention``) is not a fact: a capitalised word at a sentence start. It lets a name of one
+segment be found in the other when it starts a sentence there ("Obama met Putin" states the name
+"Putin", which "Putin met Obama" mentions). A word in capitals is found the same way, as a
+mention, a name or an identifier of the same word capitalised ("WARNING" = "Warning").
+
+The rule (:func:`arrowdedup.facts.conflict_jit.conflict`), for a segment ``a`` absorbed by a
+representative ``b``:
+
+- ``heading`` segments (the *strict* types): the two fact sets are equal, and so are their
+  words (:mod:`arrowdedup.facts.content`);
+- ``code`` segments: compared by line, white space aside: every line of ``a`` is a line of
+  ``b``, which adds only comment or output lines (:mod:`arrowdedup.facts.content`);
+- other types: every fact of ``a`` is in ``b`` (``b`` may say more), ``b`` negates only if
+  ``a`` does, and ``b`` covers ``a``'s content (its content words, the places of its
+  opposites and negations, its orders: :mod:`arrowdedup.facts.content`; names are found in any
+  case there, since letter case is layout);
+- ``page_furniture`` (running headers and footers): no guard;
+- then, for every guarded type, section context: two segments of one document in sibling
+  sections (neither heading path starts the other) merge only if their texts are the same
+  apart from layout (letter case, punctuation, markup, white space)
+  (:mod:`arrowdedup.facts.sections`; the signatures computed for a frame with ``doc_id`` and
+  ``section`` hold its section tokens; :func:`fact_conflict`, given two texts, has none).
+
+The reason a merge is refused is the kind of the first fact that fails, in kind order, then
+``content``, then ``section``. List markers and markup never reach the scanner (layout is not
+content).
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..arrays.hashing import _buffers
+from ..errors import SchemaError
+from ..jit import interpreted
+
+FACT_COLUMN = "fact_signature"
+KIND_NAMES = ("mention", "number", "date", "version", "identifier", "name", "opposite",
+              "negation", "content", "section")
+MENTION, NUMBER, DATE, VERSION, IDENTIFIER, NAME, OPPOSITE, NEGATION = range(8)
+CONTENT = 8  # the reason of a segment whose content its representative does not cover
+REASONS = KIND_NAMES[1:]  # what :func:`fact_conflict` may return
+REASON_DTYPE = pl.Enum(list(REASONS))
+
+# Per-row guard modes (int8), from the segment type.
+SUBSET = np.int8(0)
+EQUAL = np.int8(1)
+OFF = np.int8(2)
+CODE = np.int8(3)
+STRICT_TYPES = frozenset({"heading", "title"})
+CODE_TYPES = frozenset({"code"})
+UNGUARDED_TYPES = frozenset({"page_furniture"})
+_SUBSET = int(SUBSET)
+_MODE_OF = {**{t: int(EQUAL) for t in STRICT_TYPES}, **{t: int(CODE) for t in CODE_TYPES},
+            **{t: int(OFF) for t in UNGUARDED_TYPES}}
+
+# The top four bits of a signature value are its kind (KIND_NAMES, then the content kinds of
+# :mod:`arrowdedup.facts.content`), the low 60 bits a hash.
+LOW_BITS = np.uint64((1 << 60) - 1)
+KIND_SHIFT = np.uint64(60)
+
+# Languages that write a decimal comma and group thousands with dots (or spaces).
+DECIMAL_COMMA = frozenset({"de", "fr", "es", "pt", "it", "nl", "pl", "ro", "uk", "ru", "cs",
+                           "da", "sv", "nb", "fi", "tr", "id"})
+# Languages that capitalise ordinary words (German nouns): capitalised words are not names.
+CAPITALISED_NOUNS = frozenset({"de", "lb"})
+
+_UNITS = (
+    "%", "kib", "mib", "gib", "tib", "kb", "mb", "gb", "tb", "pb", "kbps", "mbps", "gbps",
+    "bytes", "byte", "bits", "bit", "ms", "µs", "us", "ns", "s", "sec", "secs", "second",
+    "seconds", "min", "mins", "minute", "minutes", "h", "hr", "hrs", "hour", "hours", "d",
+    "day", "days", "week", "weeks", "month", "months", "year", "years", "k", "m", "x", "px",
+    "hz", "khz", "mhz", "ghz", "rps", "qps", "b", "°c", "°f", "mev", "kev", "ev", "kg", "g",
+    "km", "cm", "mm", "tage", "tagen", "stunden", "minuten", "sekunden", "jahre", "jahren",
+    "jours", "heures", "días", "dias", "horas", "minutos", "segundos",
+)
+_UNIT_CANON = {
+    "sec": "s", "secs": "s", "second": "s", "seconds": "s", "sekunden": "s", "segundos": "s",
+    "mins": "min", "minute": "min", "minutes": "min", "minuten": "min", "minutos": "min",
+    "hr": "h", "hrs": "h", "hour": "h", "hours": "h", "stunden": "h", "heures": "h",
+    "horas": "h", "day": "d", "days": "d", "tage": "d", "tagen": "d", "jours": "d", "días": "d",
+    "dias": "d", "week": "w", "weeks": "w", "month": "mo", "months": "mo", "year": "y",
+    "years": "y", "jahre": "y", "jahren": "y", "bytes": "b", "byte": "b", "bits": "bit",
+}
+_NUMBER_WORDS = {
+    "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
+    "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13",
+    "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17", "eighteen": "18",
+    "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50",
+    "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90", "hundred": "100",
+    "thousand": "1000", "zwei": "2", "drei": "3", "vier": "4", "fünf": "5", "sechs": "6",
+    "sieben": "7", "acht": "8", "neun": "9", "zehn": "10", "zwölf": "12", "zwanzig": "20",
+    "hundert": "100", "tausend": "1000",
+}
+# Month and weekday names (lower case) → canonical token. English "may" is left out: it is
+# far more often the verb.
+_MONTHS = (
+    ("january jan januar janvier enero janeiro styczeń ianuarie", "m01"),
+    ("february feb februar février febrero fevereiro luty februarie", "m02"),
+    ("march mar märz mars marzo março marzec martie", "m03"),
+    ("april apr avril abril kwiecień aprilie", "m04"),
+    ("mai mayo maio maj", "m05"),
+    ("june jun juni juin junio junho czerwiec iunie", "m06"),
+    ("july jul juli juillet julio julho lipiec iulie", "m07"),
+    ("august aug août agosto sierpień", "m08"),
+    ("september sep sept septembre septiembre setembro wrzesień septembrie", "m09"),
+    ("october oct oktober octobre octubre outubro październik octombrie", "m10"),
+    ("november nov novembre noviembre novembro listopad noiembrie", "m11"),
+    ("december dec dezember décembre diciembre dezembro grudzień decembrie", "m12"),
+    ("monday montag lundi lunes segunda-feira poniedziałek luni", "d1"),
+    ("tuesday dienstag mardi martes terça-feira wtorek marți", "d2"),
+    ("wednesday mittwoch mercredi miércoles quarta-feira środa miercuri", "d3"),
+    ("thursday donnerstag jeudi jueves quinta-feira czwartek joi", "d4"),
+    ("friday freitag vendredi viernes sexta-feira piątek vineri", "d5"),
+    ("saturday samstag samedi sábado sobota sâmbătă", "d6"),
+    ("sunday sonntag dimanche domingo niedziela duminică", "d7"),
+)
+DATE_WORDS = {w: canon for words, canon in _MONTHS for w in words.split()}
+
+# The closed list of opposites, as pairs of canonical words and their forms. A segment that
+# says one side must be absorbed by a representative that says it too. SPEC asks for them in
+# every language the project extracts: an English pair also lists its Spanish, Portuguese and
+# French forms (added after a merge audit of the Spanish docs, rules 17.0; a pair's position
+# is its fact value, so forms join existing pairs and new pairs go at the end). Forms that
+# are also English words with another sense (exporter, installer, lecture, superior, ...)
+# are left out, so that English text states nothing new.
+OPPOSITES: tuple[tuple[str, str], ...] = (
+    ("enable enables enabled enabling", "disable disables disabled disabling"),
+    ("activate activates activated activating", "deactivate deactivates deactivated"),
+    ("min minimum minimal", "max maximum maximal"),
+    ("lower lowest", "upper uppermost higher highest"),
+    ("before", "after"),
+    ("grant grants granted granting", "revoke revokes revoked revoking"),
+    ("lock locks locked locking", "unlock unlocks unlocked unlocking"),
+    ("request requests", "response responses"),
+    ("send sends sent sending", "receive receives received receiving"),
+    ("add adds added adding", "remove removes removed removing"),
+    ("start starts started starting", "stop stops stopped stopping"),
+    ("allow allows allowed allowing permitir permite permitido permitida autoriser "
+     "autorisé autorisée",
+     "deny denies denied denying denegar deniega denegado denegada refuser refusé "
+     "refusée"),
+    ("accept accepts accepted accepting", "reject rejects rejected rejecting"),
+    ("include includes included including incluir incluye incluido incluida inclui "
+     "incluído incluída inclure inclus incluse",
+     "exclude excludes excluded excluding excluir excluye excluido excluida exclui "
+     "excluído excluída exclure exclu exclue"),
+    ("increase increases increased increasing aumentar aumenta aumentado augmenter "
+     "augmente augmenté",
+     "decrease decreases decreased decreasing disminuir disminuye disminuido diminuir "
+     "diminui diminuído diminuer diminue diminué"),
+    ("inbound ingress incoming ingreso entrante entrantes",
+     "outbound egress outgoing egreso saliente salientes sortant sortante sortants "
+     "sortantes"),
+    ("input inputs entrada entradas",
+     "output outputs salida salidas saída saídas sortie sorties"),
+    ("import imports imported importing importar importado importada importé",
+     "export exports exported exporting exportar exporta exportado exportada exporté"),
+    ("read reads reading leer lectura leitura",
+     "write writes written writing escribir escribe escritura escrita écriture"),
+    ("push pushes pushed pushing", "pull pulls pulled pulling"),
+    ("encrypt encrypts encrypted encrypting cifrar cifrado chiffrer chiffré",
+     "decrypt decrypts decrypted decrypting descifrar descifrado déchiffrer déchiffré"),
+    ("compress compresses compressed comprimir comprimido comprimida compresser "
+     "compressé",
+     "decompress decompresses decompressed descomprimir descomprimido descomprimida "
+     "décompresser décompressé"),
+    ("success successful succeeded", "failure failed fails"),
+    ("true verdadero verdadeiro vrai", "false falso faux"),
+    ("small smaller smallest", "large larger largest"),
+    ("sync synchronous synchronously síncrono síncrona síncronos síncronas sincrónico "
+     "sincrónica sincrónicos sincrónicas synchrone synchrones",
+     "async asynchronous asynchronously asíncrono asíncrona asíncronos asíncronas "
+     "asincrónico asincrónica asincrónicos asincrónicas assíncrono assíncrona "
+     "assíncronos assíncronas asynchrone asynchrones"),
+    ("client clients cliente clientes", "server servers servidor servidores serveur serveurs"),
+    ("public público pública públicos públicas publique publiques",
+     "private privado privada privados privadas privé privée privés privées"),
+    ("internal interno interna internos internas internes",
+     "external externo externa externos externas externe externes"),
+    ("upload uploads uploaded", "download downloads downloaded"),
+    ("install installs installed installing instalar instalado instalada installé",
+     "uninstall uninstalls uninstalled desinstalar desinstalado desinstalada "
+     "désinstaller désinstallé"),
+    ("connect connects connected conectar conectado conectada connecter connecté",
+     "disconnect disconnects disconnected desconectar desconectado desconectada "
+     "déconnecter déconnecté"),
+    ("subscribe subscribes subscribed", "unsubscribe unsubscribes unsubscribed"),
+    ("valid válido válida válidos válidas valide valides",
+     "invalid inválido inválida inválidos inválidas invalide invalides"),
+    ("required mandatory obligatorio obligatoria obrigatório obrigatória obligatoire",
+     "optional opcional opcionales opcionais optionnel optionnelle"),
+    ("ascending ascendente", "descending descendente"),
+    ("inject injects injected injecting injection inyectar inyección injetar injeção injecter",
+     "extract extracts extracted extracting extraction extraer extracción extrair "
+     "extração extraire"),
+    ("encode encodes encoded encoding codificar codificado codificada encodé",
+     "decode decodes decoded decoding decodificar decodificado decodificada décoder "
+     "décodé"),
+    ("serialize serializes serialized serialization serializar serialización "
+     "serialização sérialiser sérialisation",
+     "deserialize deserializes deserialized deserialization deserializar "
+     "deserialización desserializar desserialização désérialiser désérialisation"),
+    ("attach attaches attached", "detach detaches detached"),
+    ("mount mounts mounted", "unmount unmounts unmounted"),
+    ("manual manually manualmente manuel manuelle manuellement",
+     "automatic automatically automático automática automáticos automáticas "
+     "automáticamente automaticamente automatique automatiquement"),
+    ("open opens opened opening abrir abierto abierta aberto aberta ouvrir ouvert "
+     "ouverte",
+     "close closes closed closing cerrar cerrado cerrada fechar fechado fechada fermer "
+     "fermé fermée"),
+    ("acquit acquits acquitted", "convict convicts convicted"),
+    ("win wins won winning", "lose loses lost losing"),
+    ("rise rises rose rising", "fall falls fell falling"),
+    ("permit permits permitted permitting", "forbid forbids forbidden forbidding prohibit "
+     "prohibits prohibited prohibiting"),
+    ("odd", "even"),
+    ("static statically estático estática estáticos estáticas statique",
+     "dynamic dynamically dinámico dinámica dinámicos dinámicas dinâmico dinâmica "
+     "dinâmicos dinâmicas dynamique"),
+    ("signed", "unsigned"),
+    ("horizontal horizontally", "vertical vertically"),
+    ("stateful", "stateless"),
+    ("mutable mutável", "immutable inmutable imutável immuable"),
+    ("blocking", "non-blocking nonblocking"),
+    ("leader leaders", "follower followers"),
+    ("parent parents padre padres",
+     "child children hijo hijos hija hijas filho filhos filha filhas enfant enfants"),
+    ("producer producers productor productores produtor produtores producteur "
+     "producteurs",
+     "consumer consumers consumidor consumidores consommateur consommateurs"),
+    ("upstream", "downstream"),
+    ("frontend front-end frontends", "backend back-end backends"),
+    ("head", "tail"),
+    ("cumulative", "delta"),
+    ("explicit explicitly explícito explícita explícitamente explicitamente explicite",
+     "implicit implicitly implícito implícita implícitamente implicitamente implicite"),
+    ("global globally", "local locally"),
+    ("absolute", "relative"),
+    ("stable estable estables estável estáveis",
+     "experimental unstable inestable inestables instável instáveis expérimental "
+     "expérimentale"),
+    ("first primero primera primeros primeras primeiro primeira première",
+     "last último última últimos últimas dernier dernière"),
+    ("more", "less fewer"),
+    ("most", "least"),
+    ("above", "below"),
+    ("soft", "hard"),
+    ("online", "offline"),
+    ("get gets getting", "set sets setting"),
+    ("oldest older old antiguo antigua antiguos antiguas antigo antiga ancien ancienne",
+     "newest newer new nuevo nueva nuevos nuevas novo nova nouveau nouvelle"),
+    ("aktivieren aktiviert aktiviere", "deaktivieren deaktiviert deaktiviere"),
+    ("erlauben erlaubt", "verbieten verboten"),
+    ("hinzufügen hinzugefügt", "entfernen entfernt"),
+    ("anfrage anfragen", "antwort antworten"),
+    ("senden sendet gesendet", "empfangen empfängt"),
+    ("obere oberen", "untere unteren"),
+    ("höher höhere", "niedriger niedrigere"),
+    ("vorher", "nachher"),
+    ("activer activé activée activés activées active", "désactiver désactivé désactivée "
+     "désactivés désactivées désactive"),
+    ("avant", "après"),
+    ("ajouter ajouté", "supprimer supprimé"),
+    ("requête requêtes", "réponse réponses"),
+    ("habilitar habilitado habilitada habilitados habilitadas habilita",
+     "deshabilitar deshabilitado deshabilitada deshabilitados deshabilitadas deshabilita "
+     "desabilitar desabilitado desabilitada desabilitados desabilitadas desabilita"),
+    # Spanish, Portuguese and Romanian share "activa".
+    ("activar activado activada ativar ativado ativada activa ativa activat activată "
+     "activează", "desactivar desactivado desactivada desativar desativado desativada "
+     "desactiva desativa dezactiva dezactivat dezactivată dezactivate dezactivează"),
+    ("abilitare abilitato abilitata abilitati abilita",
+     "disabilitare disabilitato disabilitata disabilitati disabilita"),
+    ("włączyć włączony włączona włączone włączenie włącz włącza",
+     "wyłączyć wyłączony wyłączona wyłączone wyłączenie wyłącz wyłącza"),
+    ("увімкнути увімкнено увімкнений увімкнена увімкніть",
+     "вимкнути вимкнено вимкнений вимкнена вимкніть"),
+    ("включить включено включен включена включите",
+     "отключить отключено отключен отключена отключите выключить выключено"),
+    ("antes", "después depois"),
+    ("agregar añadir adicionar", "eliminar quitar"),
+    ("solicitud solicitação requisição", "respuesta resposta"),
+    ("enviado enviada", "recibido recibida recebido recebida"),
+    ("mínimo", "máximo"),
+    # Added after a merge audit; at the end, so the earlier pairs keep their fact values.
+    ("single único única",
+     "multiple múltiple múltiples múltiplo múltiplos múltiplas"),
+    ("programmatic programmatically programático programática programáticamente "
+     "programaticamente programmatique programmatiquement",
+     "declarative declaratively declarativo declarativa declarativamente déclaratif "
+     "déclarative déclarativement"),
+    # Quantifiers (rules 20.0): "all jobs started" is not "some jobs started". Japanese and
+    # Chinese forms are found inside a run without spaces (fact_scan._wide_words).
+    ("all todos todas tous toutes すべて 全て 全部 所有",
+     "some algunos algunas alguns algumas certains certaines 一部 部分 一些 有些"),
+)
+POLAR_WORDS: dict[str, str] = {
+    form: side.split()[0] for pair in OPPOSITES for side in pair for form in side.split()
+}
+# Each form's (pair, side): an opposite fact is ``OPPOSITE << 60 | pair << 1 | side``, so its
+# antonym is the same value with the last bit flipped.
+POLAR_SIDES: dict[str, tuple[int, int]] = {
+    form: (pair_id, side_id) for pair_id, pair in enumerate(OPPOSITES)
+    for side_id, side in enumerate(pair) for form in side.split()
+}
+
+_NEGATIONS = (
+    # English ("n't" is matched as a suffix below)
+    "not no non never cannot none nothing neither nor without nobody nowhere "
+    # German
+    "nicht kein keine keinen keinem keiner keines nie niemals nichts ohne "
+    # French (ne … pas: either word)
+    "ne pas jamais aucun aucune sans rien "
+    # Spanish, Portuguese
+    "nunca jamás ningún ninguna ninguno nada tampoco sin não nenhum nenhuma sem "
+    # Polish, Romanian, Ukrainian
+    "nie nigdy żaden żadna żadne bez nu niciodată niciun nicio fără не ні ніколи жоден немає "
+    # Bengali
+    "না নয় নেই"
+).split()
+_CJK_NEGATIONS = ("不", "没", "沒", "未", "無", "无", "非", "别", "ない", "ません", "なし",
+                  "않", "없", "못", "아니", "비활성", "비동기", "불가")
+
+
+
+# The interpreted twins of the scanner and of the guard take inputs up to these sizes unless
+# their jitted modules are already loaded (:func:`arrowdedup.jit.interpreted.module`): twin and
+# kernel give the same bits (``tests/test_interpreted.py``), so the choice is one of cost alone.
+# Loading a jitted module costs ~0.6 s from a warm Numba cache (import Numba, load the machine
+# code) and, from an empty one, its compilation: ~50 s of CPU for the scanner, a few seconds
+# for the guard. The twin scans ~5 µs a byte of English text and ~14 µs a byte of CJK text
+# (each byte of a character outside ASCII counts three times in a text's size, see
+# :func:`_scan_size`), and the guard sorts ~2.4 µs a value: so up to about a second of
+# interpreted work. The bundled sample (45 KB of text) or twenty pages of docs stay on the
+# twins and compile nothing.
+TWIN_MAX_BYTES = 256 << 10
+TWIN_MAX_FACTS = 64 << 10
+
+
+def _scan_size(data: np.ndarray) -> int:
+    """The size of ``data`` for the scanner's choice: bytes, those of characters outside
+    ASCII three times over."""
+    return int(data.shape[0] + 2 * np.count_nonzero(data >= 0x80))
+
+
+def _scanner(size: int) -> types.ModuleType:
+    """The fact scanner for a text of ``size`` (:func:`_scan_size`): jitted, or its twin."""
+    return interpreted.module("arrowdedup.facts.scan_jit", size, TWIN_MAX_BYTES)
+
+
+def _guard(size: int) -> types.ModuleType:
+    """:mod:`arrowdedup.facts.conflict_jit` for ``size`` values, or its interpreted twin."""
+    return interpreted.module("arrowdedup.facts.conflict_jit", size, TWIN_MAX_FACTS)
+
+
+def __getattr__(name: str) -> Any:
+    # The jitted guard, for the kernels' Numba code (``from .facts import conflict``).
+    if name in ("conflict", "_conflict_many"):
+        from . import conflict_jit as _facts_jit
+
+        return getattr(_facts_jit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _hash_str(word: str) -> int:
+    # xxhash itself: what :func:`arrowdedup.arrays.hashing.xxh64` computes, without an Arrow array
+    # per word (the tables hash ~800 words in a fresh process).
+    import xxhash
+
+    return int(xxhash.xxh64_intdigest(word.encode()))
+
+
+def _fact_hash(kind: int, body: str) -> int:
+    return (_hash_str(body) & int(LOW_BITS)) | (kind << int(KIND_SHIFT))
+
+
+@functools.cache
+def _tables() -> tuple[np.ndarray, ...]:
+    """The scanner's sorted lookup tables (built once per process)."""
+    words: dict[int, int] = {}
+    for form, digits in _NUMBER_WORDS.items():
+        words[_hash_str(form)] = int(digits)  # kind 0: a number word's value
+    for form in _NEGATIONS:
+        words[_hash_str(form)] = _fact_hash(NEGATION, "not")
+    for form, (pair_id, side_id) in POLAR_SIDES.items():
+        words[_hash_str(form)] = (OPPOSITE << int(KIND_SHIFT)) | (pair_id << 1) | side_id
+    for form, canon in DATE_WORDS.items():
+        words[_hash_str(form)] = _fact_hash(DATE, canon)
+    keys = np.array(sorted(words), dtype=np.uint64)
+    values = np.array([words[int(k)] for k in keys], dtype=np.uint64)
+    canon_units = sorted({_UNIT_CANON.get(u, u) for u in _UNITS})
+    unit_pos = {u: i for i, u in enumerate(canon_units)}
+    units = {_hash_str(u): unit_pos[_UNIT_CANON.get(u, u)] for u in _UNITS}
+    unit_keys = np.array(sorted(units), dtype=np.uint64)
+    unit_index = np.array([units[int(k)] for k in unit_keys], dtype=np.int64)
+    unit_bytes, unit_offsets = _packed(canon_units)
+    neg_bytes, neg_offsets = _packed(_CJK_NEGATIONS)
+    # The scanner's cheap tests before it hashes a word, on every lower-case form: bit 1 marks
+    # its (byte length, first byte, last byte), bit 2 its (byte length, second byte, last but
+    # one byte).
+    word_filter = np.zeros((48, 256, 256), dtype=np.uint8)
+    for form in [*_NUMBER_WORDS, *_NEGATIONS, *POLAR_WORDS, *DATE_WORDS]:
+        raw = form.encode()
+        if len(raw) < word_filter.shape[0]:
+            word_filter[len(raw), raw[0], raw[-1]] |= 1
+            if len(raw) >= 2:
+                word_filter[len(raw), raw[1], raw[-2]] |= 2
+    # The list words of unsegmented scripts, looked for inside a wide piece.
+    wide = sorted(form for form in POLAR_SIDES if _unsegmented(form))
+    wide_bytes, wide_offsets = _packed(wide)
+    wide_values = np.array([words[_hash_str(w)] for w in wide], dtype=np.uint64)
+    return (keys, values, unit_keys, unit_index, unit_offsets, unit_bytes, neg_bytes,
+            neg_offsets, word_filter, wide_bytes, wide_offsets, wide_values)
+
+
+def _packed(words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``words`` as the scanner reads a list of forms: their UTF-8 bytes one after another,
+    and the offsets where each starts (one past the last at the end)."""
+    raw = [w.encode() for w in words]
+    offsets = np.cumsum([0] + [len(x) for x in raw]).astype(np.int64)
+    return np.frombuffer(b"".join(raw), dtype=np.uint8).copy(), offsets
+
+
+def _unsegmented(form: str) -> bool:
+    """Is ``form`` written in a script without spaces between words (kana, Han, Hangul)?"""
+    return any("\u3040" <= ch <= "\u30ff" or "\u3400" <= ch <= "\u9fff" or
+               "\uac00" <= ch <= "\ud7af" for ch in form)
+
+
+_SIGNATURE_TYPE = pl.List(pl.UInt64)
+
+
+def fact_modes(segment_type: pl.Series | None, n: int) -> np.ndarray:
+    """The guard mode of each row (``SUBSET``, ``EQUAL`` or ``OFF``) from its segment type."""
+    if segment_type is None:
+        return np.zeros(n, dtype=np.int8)
+    if n <= 4096:
+        # A ranked list of ~100 results: a Python pass costs less than one Polars call.
+        names = segment_type if segment_type.dtype == pl.String else \
+            segment_type.cast(pl.String)
+        return np.array([_MODE_OF.get(t, _SUBSET) for t in names.to_list()],
+                        dtype=np.int8).reshape(n)
+    types = segment_type.cast(pl.String)
+    modes = (
+        pl.select(
+            pl.when(types.is_in(sorted(STRICT_TYPES))).then(pl.lit(int(EQUAL)))
+            .when(types.is_in(sorted(CODE_TYPES))).then(pl.lit(int(CODE)))
+            .when(types.is_in(sorted(UNGUARDED_TYPES))).then(pl.lit(int(OFF)))
+            .otherwise(pl.lit(int(SUBSET))).cast(pl.Int8)
+        ).to_series()
+    )
+    return modes.to_numpy().astype(np.int8)
+
+
+def _language_flags(language: pl.Series | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: decimal-comma convention, and capitalised ordinary words."""
+    if language is None:
+        return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    primary = language.cast(pl.String).str.to_lowercase().str.split("-").list.first()
+    comma = primary.is_in(sorted(DECIMAL_COMMA)).fill_null(False).to_numpy()
+    nouns = primary.is_in(sorted(CAPITALISED_NOUNS)).fill_null(False).to_numpy()
+    return comma.astype(bool), nouns.astype(bool)
+
+
+def fact_signatures(text: pl.Series, *, segment_type: pl.Series | None = None,
+                    language: pl.Series | None = None,
+                    code_terms: pl.Series | None = None,
+                    sections: tuple[pl.Series, pl.Series] | None = None) -> pl.Series:
+    """The ``fact_signature`` column (``list<uint64>``) of a text column, vectorised.
+
+    ``code_terms`` (``list<str>`` per row, optional) are inline code spans that the text no
+    longer marks (extraction drops the backticks of Markdown ``code``): each is an
+    ``identifier``, as if it were still backticked in the text. ``sections`` are the rows'
+    ``doc_id`` and ``section`` columns, whose section tokens join the signature
+    (:mod:`arrowdedup.facts.sections`).
+    """
+    return signature_series(*signature_arrays(text, segment_type=segment_type,
+                                              language=language, code_terms=code_terms,
+                                              sections=sections))
+
+
+def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
+                     language: pl.Series | None = None,
+                     code_terms: pl.Series | None = None,
+                     sections: tuple[pl.Series, pl.Series] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """CSR form of the signatures: row ``r`` has ``values[offsets[r]:offsets[r + 1]]``: the
+    facts of the scanner, the line facts of table rows and code terms, the content tokens
+    of :mod:`arrowdedup.facts.content` and, given ``sections`` (``doc_id``, ``section``), the
+    section tokens of :mod:`arrowdedup.facts.sections`."""
+    n = text.len()
+    comma, nouns = _language_flags(language, n)
+    kinds = segment_type.cast(pl.String) if segment_type is not None else None
+    code = (
+        kinds.eq("code").fill_null(False).to_numpy().astype(bool)
+        if kinds is not None else np.zeros(n, dtype=bool)
+    )
+    if n == 0:
+        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
+    text = text.cast(pl.String)
+    plain = _without_layout(text, code)
+    offsets, data = _buffers(plain.to_arrow())
+    scanner = _scanner(_scan_size(data[offsets[0]:offsets[-1]]))
+    with interpreted.quiet():
+        # The scanner sorts and uniques each row's facts as it ends the row.
+        ends, values = scanner.scan(offsets, data, code, comma, nouns, *_tables())
+    if kinds is not None:
+        ends, values = _heading_names_as_mentions(ends, values, kinds)
+    modes = fact_modes(kinds, n)
+    from .content import content_parts
+
+    extra = [part for part in (_cell_facts(offsets, data, kinds, scanner),
+                               _term_facts(code_terms, n)) if part is not None]
+    extra += content_parts(text, segment_type=kinds, language=language, skip=modes == OFF)
+    from .entries import entry_parts
+    from .sections import lead_ins
+
+    unguarded = (modes == OFF) | code
+    lead = lead_ins(plain).to_numpy().astype(bool)
+    extra.append(_lead_part(plain, lead & ~unguarded))
+    extra.append(entry_parts(plain, kinds, unguarded, lead))
+    if sections is not None:
+        from .sections import section_facts
+
+        extra.append(section_facts(*sections, text))
+    if not extra:
+        return ends, values  # type: ignore[no-any-return]
+    return _with_facts(ends, values, n, extra)
+
+
+# List markers and their numbers, and markup, are layout (SPEC §2): "2. Create a bucket"
+# states no number, "<b>setup</b>" no path.
+_LIST_MARKER = r"(?m)^[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+"
+
+
+def _without_layout(text: pl.Series, code: np.ndarray) -> pl.Series:
+    """``text`` with list markers at line starts and markup (:data:`content_words.MARKUP`)
+    removed, except in code: what the scanner reads."""
+    from .content import MARKUP, _tokenizer
+
+    # The regex runs only where it may match: a line that may start with a list marker
+    # (a jitted pass), or markup's first characters ("{{", "<").
+    offsets, data = _buffers(text.to_arrow())
+    with interpreted.quiet():
+        maybe = _tokenizer(int(offsets[-1] - offsets[0])).list_marker_candidates(offsets, data)
+    maybe |= text.str.contains_any(["{{", "<"]).fill_null(False).to_numpy()
+    maybe &= ~code
+    rows = np.flatnonzero(maybe)
+    if rows.shape[0] == 0:
+        return text
+    layout = f"{_LIST_MARKER}|{MARKUP}"
+    rows = rows[text.gather(rows).str.contains(layout).fill_null(False).to_numpy()]
+    if rows.shape[0] == 0:
+        return text
+    return text.scatter(rows, text.gather(rows).str.replace_all(_LIST_MARKER, "")
+                        .str.replace_all(MARKUP, " "))
+
+
+def _heading_names_as_mentions(ends: np.ndarray, values: np.ndarray, kinds: pl.Series
+                               ) -> tuple[np.ndarray, np.ndarray]:
+    """In headings, capitals are style (Title Case comes and goes), not names: a heading's
+    names become mentions, so that "tool import" and "tool import Command Reference" differ
+    only in content (SPEC §2, "letter case in any word that is not an identifier")."""
+    heading = kinds.is_in(sorted(STRICT_TYPES)).fill_null(False).to_numpy()
+    if not heading.any():
+        return ends, values
+    row_of = np.repeat(np.arange(heading.shape[0]), np.diff(ends))
+    name = (values >> KIND_SHIFT) == np.uint64(NAME)
+    change = name & heading[row_of]
+    if not change.any():
+        return ends, values
+    values = values.copy()
+    values[change] &= LOW_BITS
+    guard = _guard(values.shape[0])
+    with interpreted.quiet():
+        return guard._sorted_unique_csr(ends, values)  # type: ignore[no-any-return]
+
+
+# A table row is a record: each "column: value" line is a fact of it, so two rows of one
+# table that differ in any cell ("Service: Shipping" / "Service: Checkout") do not merge, while
+# a row repeated with other spacing or case still does. Measured on the shared corpus: of the
+# table-row merges the guard let through, most paired rows with different cell values.
+TABLE_ROW = "table_row"
+# The scanner's limit for a backticked span (bytes of content): longer spans are prose.
+CODE_TERM_MAX_BYTES = 80
+
+
+def _line_facts(rows: pl.Series, lines: pl.Series) -> tuple[np.ndarray, np.ndarray] | None:
+    """(row, identifier fact) for each non-empty normalised line; None when there is none."""
+    frame = pl.DataFrame({"row": rows, "line": lines}).filter(pl.col("line").str.len_bytes() > 0)
+    if frame.height == 0:
+        return None
+    from ..arrays.hashing import xxh64
+
+    hashes = xxh64(frame.get_column("line"))
+    facts = (hashes & LOW_BITS) | (np.uint64(IDENTIFIER) << KIND_SHIFT)
+    return frame.get_column("row").to_numpy().astype(np.int64), facts
+
+
+def _cell_facts(offsets: np.ndarray, data: np.ndarray, segment_types: pl.Series | None,
+                scanner: types.ModuleType) -> tuple[np.ndarray, np.ndarray] | None:
+    """The line facts of the ``table_row`` rows: lower case, white space folded."""
+    if segment_types is None:
+        return None
+    rows = np.flatnonzero(segment_types.eq(TABLE_ROW).fill_null(False).to_numpy())
+    if rows.shape[0] == 0:
+        return None
+    with interpreted.quiet():
+        return scanner.line_facts(  # type: ignore[no-any-return]
+            offsets, data, rows.astype(np.int64), IDENTIFIER)
+
+
+def _term_facts(terms: pl.Series | None, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Identifier facts of inline code terms, hashed as the scanner hashes a backticked span
+    (white space folded to one space, trimmed)."""
+    if terms is None or terms.null_count() == n:
+        return None
+    exploded = pl.DataFrame({
+        "row": pl.int_range(n, dtype=pl.Int64, eager=True), "term": terms.cast(pl.List(pl.String)),
+    }).explode("term").drop_nulls("term")
+    folded = exploded.get_column("term").str.replace_all(r"\s+", " ").str.strip_chars()
+    folded = folded.set(folded.str.len_bytes() > CODE_TERM_MAX_BYTES, "")  # type: ignore[arg-type]
+    return _line_facts(exploded.get_column("row"), folded)
+
+
+def _with_facts(offsets: np.ndarray, values: np.ndarray, n: int,
+                extra: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR signatures with further (row, fact) pairs, each row sorted and unique again."""
+    extra = [(np.ascontiguousarray(r, dtype=np.int64), np.ascontiguousarray(f, dtype=np.uint64))
+             for r, f in extra]
+    total = sum(r.shape[0] for r, _ in extra)
+    guard = _guard(int(values.shape[0] + total))
+    with interpreted.quiet():
+        # Grouped by row by a counting sort over the parts as they are (an argsort of the
+        # joined parts, ~15 content tokens a row, cost more than the merge).
+        extra_offsets = np.zeros(n + 1, dtype=np.int64)
+        for r, _ in extra:
+            guard._count_rows(r, extra_offsets)
+        np.cumsum(extra_offsets, out=extra_offsets)
+        at = extra_offsets[:n].copy()
+        grouped = np.empty(total, dtype=np.uint64)
+        for r, f in extra:
+            guard._place(r, f, at, grouped)
+        return guard._merge_csr(  # type: ignore[no-any-return]
+            offsets, values, extra_offsets, grouped)
+
+
+def conflict_reasons(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray,
+                     a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`conflict` for pairs of rows (int8 kind codes)."""
+    a = np.asarray(a, np.int64)
+    with interpreted.quiet():
+        return _guard(a.shape[0])._conflict_many(  # type: ignore[no-any-return]
+            offsets, values, modes, a, np.asarray(b, np.int64))  # type: ignore[no-any-return]
+
+
+# Kinds that ``conflict`` requires of a representative byte for byte: no alias, case form or
+# antonym stands in for a number, a date, a version or a negation (``_facts_jit._missing``).
+_EXACT_KINDS = np.array([NUMBER, DATE, VERSION, NEGATION], dtype=np.uint64)
+# Documents smaller than this never have their lone rows looked for: their greedy scan is
+# short, and the sort would cost more than it saves.
+LONE_MIN_ROWS = 256
+
+
+def lone_rows(order: np.ndarray, offsets: np.ndarray, fact_offsets: np.ndarray,
+              fact_values: np.ndarray, fact_modes: np.ndarray,
+              min_rows: int = LONE_MIN_ROWS) -> np.ndarray:
+    """Rows the fact guard refuses to merge into any other row of their group (bool per row).
+
+    A row is lone when it states a number, date, version or negation that no other row of its
+    group (``order[offsets[g]:offsets[g + 1]]``, one document) states: ``conflict`` then fails
+    against every possible representative, so once a greedy scan has recorded the row's first
+    refusal it can stop (the row is kept, and later refusals are never recorded). Rows of a
+    table that name their key are lone, which keeps the scan linear where every row embeds
+    alike (a 30,000-row numeric CSV took 143 s of quadratic refusals). The rule holds for
+    rows compared by facts (modes SUBSET and EQUAL) in groups without code rows (code is
+    compared by line, where a missing number does not refuse). Only groups of ``min_rows``
+    rows or more are looked at; elsewhere rows are not lone (always safe: a scan that does not
+    stop early makes the same decisions)."""
+    n = fact_modes.shape[0]
+    lone = np.zeros(n, dtype=bool)
+    sizes = np.diff(offsets)
+    big = np.flatnonzero(sizes >= min_rows)
+    if big.size == 0 or fact_values.size == 0:
+        return lone
+    at = np.repeat(np.arange(sizes.shape[0], dtype=np.int64), sizes)  # group of order[i]
+    at[sizes[at] < min_rows] = -1
+    group = np.full(n, -1, dtype=np.int64)
+    group[order[:at.shape[0]]] = at
+    row_of_value = np.repeat(np.arange(n, dtype=np.int64), np.diff(fact_offsets))
+    kinds = fact_values >> KIND_SHIFT
+    keep = np.isin(kinds, _EXACT_KINDS) & (group[row_of_value] >= 0)
+    rows = row_of_value[keep]
+    values = fact_values[keep]
+    groups = group[rows]
+    # A hash table of (group, value) counts settles most values without a sort; the values
+    # that share a slot are counted exactly by sorting only them.
+    key = values ^ (groups.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    bits = max(int(rows.size * 4 - 1).bit_length(), 1)
+    slot = ((key * np.uint64(0xBF58476D1CE4E5B9)) >> np.uint64(64 - bits)).astype(np.int64)
+    alone = np.bincount(slot, minlength=1 << bits)[slot] == 1
+    lone[rows[alone]] = True
+    shared = np.flatnonzero(~alone)
+    if shared.size:
+        by = np.lexsort((values[shared], groups[shared]))
+        g, v, r = groups[shared][by], values[shared][by], rows[shared][by]
+        start = np.ones(r.size, dtype=bool)
+        start[1:] = (g[1:] != g[:-1]) | (v[1:] != v[:-1])
+        run = np.cumsum(start) - 1
+        lone[r[np.bincount(run)[run] == 1]] = True
+    compared = (fact_modes == SUBSET) | (fact_modes == EQUAL)
+    with_code = np.zeros(offsets.shape[0], dtype=bool)
+    with_code[group[(fact_modes == CODE) & (group >= 0)]] = True
+    return lone & compared & (group >= 0) & ~with_code[np.maximum(group, 0)]
+
+
+def fact_conflict(a: str, b: str, *, segment_type: str | None = None,
+                  language: str | None = None) -> str | None:
+    """The reason segment ``a`` may not merge into representative ``b`` under the fact guard
+    (``"number"``, ``"date"``, ``"version"``, ``"identifier"``, ``"name"``, ``"negation"``,
+    ``"opposite"``), or None when ``b`` states every fact of ``a`` and contradicts none.
+
+    ``segment_type`` is the type of both segments (``code`` and ``heading`` need equal fact
+    sets); ``language`` a BCP-47 tag (number conventions, which capitalised words are names).
+    """
+    text = pl.Series([a, b], dtype=pl.String)
+    types = pl.Series([segment_type] * 2, dtype=pl.String) if segment_type else None
+    langs = pl.Series([language] * 2, dtype=pl.String) if language else None
+    offsets, values = signature_arrays(text, segment_type=types, language=langs)
+    modes = fact_modes(types, 2)
+    kind = int(conflict_reasons(offsets, values, modes, np.zeros(1), np.ones(1))[0])
+    return KIND_NAMES[kind] if kind else None
+
+
+def signatures_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """CSR signatures of a segments frame: its ``fact_signature`` column when present (any
+    order; sorted here), used as it is; else computed from ``text``, with the section tokens
+    of its ``doc_id`` and ``section`` columns when it has both (:mod:`arrowdedup.facts.sections`).
+    A stored signature holds its section tokens already (extraction and ingestion write them),
+    so retrieval reads them and never computes them per query."""
+    if FACT_COLUMN in frame.columns:
+        return signature_column_arrays(frame.get_column(FACT_COLUMN))
+    sections = (frame.get_column("doc_id"), frame.get_column("section")) \
+        if "section" in frame.columns and "doc_id" in frame.columns else None
+    return signature_arrays(
+        frame.get_column("text"),
+        segment_type=frame.get_column("segment_type") if "segment_type" in frame.columns
+        else None,
+        language=frame.get_column("language") if "language" in frame.columns else None,
+        sections=sections)
+
+
+def _lead_part(text: pl.Series, lead: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lead-in token of each guarded prose row that introduces what follows it (``lead``,
+    :func:`arrowdedup.facts.sections.lead_ins`): kind 12 and the form of its text
+    (:func:`arrowdedup.facts.sections.forms`), so that two lead-ins that differ only in layout
+    ("- Update Pip:" and "1. Update pip:") are the same statement."""
+    from .content import LEAD
+    from .sections import forms
+
+    rows = np.flatnonzero(lead).astype(np.int64)
+    kind = np.uint64(LEAD) << KIND_SHIFT
+    return rows, forms(text.fill_null(""), rows) | kind
+
+
+def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """CSR form of a ``fact_signature`` column (a list of 64-bit integers per row; null is no
+    fact). Refuses any other type with the fix."""
+    if column.dtype != _SIGNATURE_TYPE:
+        inner = column.dtype.inner if isinstance(column.dtype, (pl.List, pl.Array)) else None
+        if inner not in (pl.UInt64, pl.Int64):
+            raise SchemaError(
+                f"column {FACT_COLUMN!r} has type {column.dtype}, expected a list of uint64 "
+                "fact hashes; drop the column to have it computed from the text"
+            )
+        column = column.cast(_SIGNATURE_TYPE)
+    arr = column.to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.null_count == 0 and (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        # The list offsets as they are (a slice starts past 0), no per-row work in Python.
+        raw = arr.offsets.to_numpy().astype(np.int64)
+        values = arr.values.to_numpy()[raw[0] : raw[-1]]
+    else:
+        lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False)
+        raw = np.zeros(len(arr) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=raw[1:])
+        values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+    if rows_sorted_unique(raw, values):
+        # What the scanner and the store write: checked with NumPy, since for ~100 ranked
+        # results the interpreted twin's row loop cost as much as the rest of dedupe_ranked.
+        return raw - raw[0], values.copy()
+    guard = _guard(values.shape[0])
+    if guard.__name__ == "arrowdedup.facts.conflict_jit":
+        # ~100 ranked results: the warning filter of quiet() would cost as much as the call.
+        return guard._sorted_unique_csr(raw, np.ascontiguousarray(values))  # type: ignore
+    with interpreted.quiet():
+        return guard._sorted_unique_csr(  # type: ignore[no-any-return]
+            raw, np.ascontiguousarray(values))
+
+
+def rows_sorted_unique(offsets: np.ndarray, values: np.ndarray) -> bool:
+    """Whether each CSR row of ``values`` (``values[offsets[r] - offsets[0]:...]``) is
+    strictly increasing: the case in which ``_sorted_unique_csr`` only copies."""
+    if values.shape[0] < 2:
+        return True
+    rising = values[1:] > values[:-1]
+    starts = offsets[1:-1] - offsets[0]
+    # A row's first value need not exceed the previous row's last one.
+    rising[starts[(starts > 0) & (starts < values.shape[0])] - 1] = True
+    return bool(rising.all())
+
+
+def signature_series(offsets: np.ndarray, values: np.ndarray) -> pl.Series:
+    """The ``fact_signature`` column of CSR signatures."""
+    arr = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()),
+                                        pa.array(values, pa.uint64()))
+    return pl.Series(FACT_COLUMN, arr.cast(pa.list_(pa.uint64())))
