@@ -71,14 +71,14 @@ _EXPORTS: dict[str, str] = {
     "fact_signatures": ".facts.guard",
     "get_embedder": ".embed.embedders",
     "ingest": ".dedup.ingest",
-    "JobResult": ".pipeline.job",
-    "ingest_to_store": ".pipeline.job",
+    "JobResult": ".pipeline.run",
+    "ingest_to_store": ".pipeline.run",
     "load_pairs": ".calibrate",
     "open_store": ".store",
     "rrf": ".retrieval",
     "search": ".retrieval.search",
     "verify_store": ".store.verify",
-    "write_store": ".pipeline.job",
+    "write_store": ".pipeline.run",
     "update_store": ".pipeline.update",
     "delete_documents": ".pipeline.update",
     "compact_store": ".pipeline.update",
@@ -168,7 +168,7 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         extract_documents,
     )
     from .facts.guard import fact_conflict, fact_signatures
-    from .pipeline.job import JobResult, ingest_to_store, write_store
+    from .pipeline.run import JobResult, ingest_to_store, write_store
     from .pipeline.update import PruneResult, compact_store, delete_documents, prune, update_store
     from .retrieval import (
         Context,

@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     from .cli.app import documents_table
     from .embed.embedders import get_embedder
     from .errors import ArrowDedupError
-    from .pipeline.job import extract_segments, ingest_to_store
+    from .pipeline.documents import extract_segments
+    from .pipeline.run import ingest_to_store
 
     try:
         console.print(Panel.fit(
@@ -171,7 +172,7 @@ DOCUMENTS = Path(__file__).resolve().parent.parent / "data" / "documents"
 def show_linked_context(store_path: Path, embedder: Any,
                         query: str = "status of order A-1042") -> str:
     """Ingest the invoice PDF and the purchases workbook, print a key-linked context."""
-    from .pipeline.job import ingest_to_store
+    from .pipeline.run import ingest_to_store
     from .retrieval.context import build_context
 
     shutil.rmtree(store_path, ignore_errors=True)

@@ -1,5 +1,5 @@
 """The stage timings of a job: one set of keys, in one order, for every kind of run (full
-ingest, update, delete, compaction), in the :class:`arrowdedup.pipeline.job.JobResult`, in the store
+ingest, update, delete, compaction), in the :class:`arrowdedup.pipeline.run.JobResult`, in the store
 manifest's ``timings`` and in what ``arrowdedup ingest`` prints.
 
 Each value is seconds of wall time (``time.perf_counter``), never negative. The stages in

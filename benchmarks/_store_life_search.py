@@ -33,7 +33,7 @@ from .store_life import (
 def build(tmp: Path, docs: int, dim: int = 384) -> None:
     import polars as pl
 
-    from arrowdedup.pipeline.job import ingest_to_store
+    from arrowdedup.pipeline.run import ingest_to_store
     from arrowdedup.pipeline.update import compact_store, delete_documents, update_store
 
     from .corpus import make_corpus

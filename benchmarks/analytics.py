@@ -44,8 +44,7 @@ def _log(root: Path, searches: int, seed: int) -> None:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from arrowdedup import open_store, write_store
-    from arrowdedup.dedup import ingest
+    from arrowdedup import ingest, open_store, write_store
     from arrowdedup.metrics import (
         compute_warnings,
         connect,

@@ -66,7 +66,7 @@ def _timed(fn: Any) -> float:
 
 def corpus_frame() -> Any:
     """The corpus's segments (doc_id, segment_type, text, ...), extracted as an ingest does."""
-    from arrowdedup.pipeline.job import extract_segments
+    from arrowdedup.pipeline.documents import extract_segments
 
     return extract_segments([CORPUS], root=CORPUS).segments
 
@@ -102,8 +102,8 @@ def views(frame: Any) -> tuple[list[str], np.ndarray]:
 
 
 def decisions(frame: Any, vectors: np.ndarray) -> Any:
-    from arrowdedup.dedup import ingest
-    from arrowdedup.pipeline.job import with_embeddings
+    from arrowdedup import ingest
+    from arrowdedup.pipeline.documents import with_embeddings
 
     return ingest(with_embeddings(frame.drop("embedding", strict=False), vectors)).decisions
 
@@ -114,7 +114,7 @@ def _search_store(path: Path, frame: Any) -> None:
     10k segments twice per run would cost more than the rest of the benchmark)."""
     from arrowdedup import ingest_to_store
     from arrowdedup.embed.embedders import MINILM_NAME
-    from arrowdedup.pipeline.job import with_embeddings
+    from arrowdedup.pipeline.documents import with_embeddings
 
     part = frame.head(SEARCH_SEGMENTS)
     rng = np.random.default_rng(1)

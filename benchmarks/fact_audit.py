@@ -278,7 +278,7 @@ def scored_frame(files: list[Path]) -> pl.DataFrame:
     """``files`` extracted, embedded with Model2Vec and scored by the default salience."""
     from arrowdedup.dedup.salience import DefaultSalience
     from arrowdedup.embed.embedders import Model2VecEmbedder
-    from arrowdedup.pipeline.job import extract_segments, with_embeddings
+    from arrowdedup.pipeline.documents import extract_segments, with_embeddings
     from arrowdedup.schema import embeddings_from
 
     frame = extract_segments(files, root=CONTENT).segments
@@ -319,8 +319,8 @@ def near_merges(result: Any, frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def audit(frame: pl.DataFrame, guard: bool) -> dict[str, Any]:
+    from arrowdedup import ingest
     from arrowdedup.config import resolve_config
-    from arrowdedup.dedup import ingest
 
     cfg = resolve_config({"Ingestion": {"FactGuard": guard}})
     run = timeit(lambda: ingest(frame, cfg), repeats=1, warmup=1)  # warm-up: the JIT cache
@@ -368,8 +368,8 @@ def language_audit(frame: pl.DataFrame) -> tuple[list[list[Any]], dict[str, Any]
     """Near merges per language of the corpus (the first folder of ``doc_id``), fact guard off
     and on, and how many join texts sharing under :data:`LOW_OVERLAP` of their character
     bigrams; with the guarded ones among those, for reading."""
+    from arrowdedup import ingest
     from arrowdedup.config import resolve_config
-    from arrowdedup.dedup import ingest
 
     per: dict[str, dict[str, Any]] = {}
     low_on = pl.DataFrame()

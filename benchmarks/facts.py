@@ -70,7 +70,7 @@ def real_paragraphs() -> list[str]:
 def extracted_segments(n: int, seed: int) -> pl.DataFrame:
     """``n`` segments (text, segment_type) drawn with a fixed seed from what ``extract`` makes
     of the corpus."""
-    from arrowdedup.pipeline.job import extract_segments
+    from arrowdedup.pipeline.documents import extract_segments
 
     files = sorted(p for p in CORPUS.rglob("*.md") if p.is_file())
     frame = extract_segments(files, root=CORPUS).segments.select("text", "segment_type")
@@ -134,8 +134,7 @@ def time_signatures(what: str, texts: pl.Series, segment_type: pl.Series | None
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from arrowdedup import DedupConfig, IngestionConfig, RetrievalConfig, dedupe_ranked
-    from arrowdedup.dedup import ingest
+    from arrowdedup import DedupConfig, IngestionConfig, RetrievalConfig, dedupe_ranked, ingest
     from arrowdedup.facts.guard import fact_signatures
 
     from .corpus import make_corpus

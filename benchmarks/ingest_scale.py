@@ -279,7 +279,7 @@ def _config(fact_guard: bool | None) -> tuple[Any, str]:
 def side_store(spec: dict[str, Any]) -> dict[str, Any]:
     from threadpoolctl import threadpool_limits
 
-    from arrowdedup.pipeline.job import ingest_to_store
+    from arrowdedup.pipeline.run import ingest_to_store
 
     cfg, cfg_label = _config(spec.get("fact_guard"))
     threads = spec.get("threads")
@@ -320,7 +320,7 @@ def side_bm25_build(spec: dict[str, Any]) -> dict[str, Any]:
     from arrowdedup import open_store
     from arrowdedup.arrays.hashing import JIT_MIN_ROWS, xxh64
     from arrowdedup.dedup.ingest import numba_threads
-    from arrowdedup.pipeline.job import buckets_in_flight
+    from arrowdedup.pipeline.engines.local import buckets_in_flight
     from arrowdedup.retrieval.bm25 import Bm25Builder
     from arrowdedup.store.layout import SEGMENTS
 

@@ -123,7 +123,7 @@ def _patched_off() -> Any:
 def bench_write(params: dict[str, Any], tmp: Path) -> dict[str, Any]:
     import pyarrow.ipc as ipc
 
-    from arrowdedup.pipeline.job import ingest_to_store
+    from arrowdedup.pipeline.run import ingest_to_store
 
     from .corpus import make_corpus
 

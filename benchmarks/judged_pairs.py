@@ -132,7 +132,7 @@ def collect(corpus: Path, language: str, share: int, cache: Path, *, guard: bool
     Languages are collected one at a time: the engine never compares segments of two
     languages, so the decisions are those of one run over all of them."""
     import arrowdedup
-    from arrowdedup.pipeline.job import with_embeddings
+    from arrowdedup.pipeline.documents import with_embeddings
 
     files = corpus_files(corpus, language, share)
     print(f"{language}: {len(files)} documents", flush=True)
@@ -224,7 +224,7 @@ def section_crossings(corpus: Path, language: str, cache: Path) -> dict[str, Any
     sibling sections, and the merges and ``section`` refusals of the engine's own rules."""
     import arrowdedup
     from arrowdedup.facts.guard import signature_arrays, signature_series
-    from arrowdedup.pipeline.job import with_embeddings
+    from arrowdedup.pipeline.documents import with_embeddings
 
     files = corpus_files(corpus, language, 1)
     frame = arrowdedup.extract(files, root=corpus, language_from_path="{lang}/**")

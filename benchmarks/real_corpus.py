@@ -2,7 +2,7 @@
 
 ``../shared/data/corpus/opentelemetry.io/content`` (CC-BY-4.0, © OpenTelemetry Authors; 1,812
 Markdown documents in 11 languages): extract → embed → salience → dedup → store through
-``arrowdedup.pipeline.job.ingest_to_store``, with Model2Vec on every document and MiniLM on a
+``arrowdedup.pipeline.run.ingest_to_store``, with Model2Vec on every document and MiniLM on a
 seeded sample of English documents (MiniLM embeds ~100 segments/s on 2 cores). Reports the
 per-stage times, the dedup ratio per language, document type and segment type, and the merges
 that cross a language or a document (must be 0). Skipped, with a note, when the corpus is absent.
@@ -39,7 +39,7 @@ def pick_files(n: int | None, language: str | None, seed: int) -> list[Path]:
 
 def one_run(files: list[Path], embedder: Any) -> dict[str, Any]:
     from arrowdedup.extract import extract
-    from arrowdedup.pipeline.job import ingest_to_store
+    from arrowdedup.pipeline.run import ingest_to_store
 
     with tempfile.TemporaryDirectory(prefix="arrowdedup-real-") as tmp:
         total_s, job = timed(lambda: ingest_to_store(

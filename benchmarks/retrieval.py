@@ -73,7 +73,7 @@ def build_store(params: dict[str, Any], root: Path) -> tuple[Path, float]:
     import shutil
 
     import arrowdedup
-    from arrowdedup.pipeline.job import write_store
+    from arrowdedup.pipeline.run import write_store
 
     from .corpus import make_corpus
 

@@ -404,7 +404,8 @@ def engine_side(side: str, src: str, out: str) -> dict[str, float]:
     excluded. ``init``: Ray's own start-up (``ray.init``, which imports Ray), and apart from it
     its shutdown as a run stops Ray (``stop_ray``), which a Ray run of ``ingest_to_store``
     also pays inside the call (beside its commit)."""
-    from arrowdedup.pipeline.job import ingest_to_store, ray_start, stop_ray
+    from arrowdedup.pipeline.engines.ray import ray_start, stop_ray
+    from arrowdedup.pipeline.run import ingest_to_store
 
     if side == "init":
         start = time.perf_counter()

@@ -187,7 +187,7 @@ def same_results(a: Path, b: Path, texts: list[str], vectors: np.ndarray
 def run(quick: bool) -> dict[str, Any]:
     import polars as pl
 
-    from arrowdedup.pipeline.job import ingest_to_store
+    from arrowdedup.pipeline.run import ingest_to_store
     from arrowdedup.pipeline.update import compact_store, delete_documents, update_store
     from arrowdedup.schema import read_table_file
 

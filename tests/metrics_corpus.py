@@ -9,8 +9,7 @@ import numpy as np
 import polars as pl
 from conftest import segments_frame, unit
 
-from arrowdedup import DedupConfig, IngestionResult, write_store
-from arrowdedup.dedup import ingest
+from arrowdedup import DedupConfig, IngestionResult, ingest, write_store
 
 DIM = 16
 

@@ -22,9 +22,9 @@ from arrowdedup import (
     RetrievalConfig,
     RrfConfig,
     SignalWeights,
+    ingest,
     write_store,
 )
-from arrowdedup.dedup import ingest
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
 
 # ----------------------------------------------------------------------------- inflation

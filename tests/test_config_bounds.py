@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from arrowdedup import ConfigError, DedupConfig
+from arrowdedup import ConfigError, DedupConfig, ingest
 from arrowdedup.cli import app
 from arrowdedup.config import (
     AnalyticsConfig,
@@ -28,7 +28,6 @@ from arrowdedup.config import (
     RrfConfig,
     SignalWeights,
 )
-from arrowdedup.dedup import ingest
 
 runner = CliRunner()
 INF = math.inf

@@ -18,8 +18,10 @@ from typer.testing import CliRunner
 from arrowdedup.cli import app
 from arrowdedup.embed.embedders import get_embedder
 from arrowdedup.errors import InputError, StoreError
-from arrowdedup.pipeline.job import STAGES, ingest_to_store, is_documents_input
+from arrowdedup.pipeline.inputs import is_documents_input
+from arrowdedup.pipeline.run import ingest_to_store
 from arrowdedup.store import open_store
+from arrowdedup.timings import STAGES
 from tests.conftest import M2V_MODEL, need
 
 PAGE = """---
@@ -110,26 +112,26 @@ def test_a_streamed_run_writes_the_store_of_one_held_in_memory(tmp_path, m2v, mo
     """Documents past STREAM_DOCUMENTS_BYTES are partitioned to disk batch by batch (issue 45:
     memory); the store is byte for byte the one an in-memory run writes, with several
     batches per bucket and more buckets than documents."""
-    import arrowdedup.pipeline.job as job_module
+    from arrowdedup.pipeline import documents, inputs, run
 
     docs = write_docs(tmp_path / "docs")
     for i in range(6):  # more documents than buckets below, and rows past one batch
         (docs / f"many-{i}.md").write_text(
             "\n\n".join(f"Paragraph {k} of part {i} says {k * 7 % 13} things." for k in range(40)),
             encoding="utf-8")
-    monkeypatch.setattr(job_module, "PARTITION_BATCH", 50)
-    monkeypatch.setattr(job_module, "DOCUMENTS_BATCH", 50)
-    monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 1 << 40)
+    monkeypatch.setattr(inputs, "PARTITION_BATCH", 50)
+    monkeypatch.setattr(documents, "DOCUMENTS_BATCH", 50)
+    monkeypatch.setattr(run, "STREAM_DOCUMENTS_BYTES", 1 << 40)
     held = ingest_to_store(docs, tmp_path / "held", embedder=m2v, quiet=True, buckets=4)
     streams: list[object] = []
-    real = job_module.documents_stream
+    real = run.documents_stream
 
     def counted(documents):
         streams.append(documents)
         return real(documents)
 
-    monkeypatch.setattr(job_module, "documents_stream", counted)
-    monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 0)
+    monkeypatch.setattr(run, "documents_stream", counted)
+    monkeypatch.setattr(run, "STREAM_DOCUMENTS_BYTES", 0)
     streamed = ingest_to_store(docs, tmp_path / "streamed", embedder=m2v, quiet=True, buckets=4)
     assert len(streams) == 1, "the second run streamed"
     a = open_store(tmp_path / "held").manifest["files"]
@@ -142,7 +144,7 @@ def test_a_streamed_run_writes_the_store_of_one_held_in_memory(tmp_path, m2v, mo
 def test_a_streamed_run_takes_a_dictionary_column_whole(tmp_path, m2v, monkeypatch) -> None:
     """A passthrough segments file with a categorical column streams too (its dictionary is
     one for every batch) and writes the store an in-memory run writes."""
-    import arrowdedup.pipeline.job as job_module
+    from arrowdedup.pipeline import documents, inputs, run
 
     folder = tmp_path / "in"
     folder.mkdir()
@@ -155,11 +157,11 @@ def test_a_streamed_run_takes_a_dictionary_column_whole(tmp_path, m2v, monkeypat
         "doc_type": pl.Series([["guide", "faq"][i % 2] for i in range(120)],
                               dtype=pl.Categorical),
     }).write_parquet(folder / "seg.parquet")
-    monkeypatch.setattr(job_module, "PARTITION_BATCH", 50)
-    monkeypatch.setattr(job_module, "DOCUMENTS_BATCH", 50)
-    monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 1 << 40)
+    monkeypatch.setattr(inputs, "PARTITION_BATCH", 50)
+    monkeypatch.setattr(documents, "DOCUMENTS_BATCH", 50)
+    monkeypatch.setattr(run, "STREAM_DOCUMENTS_BYTES", 1 << 40)
     ingest_to_store(folder, tmp_path / "held", embedder=m2v, quiet=True, buckets=2)
-    monkeypatch.setattr(job_module, "STREAM_DOCUMENTS_BYTES", 0)
+    monkeypatch.setattr(run, "STREAM_DOCUMENTS_BYTES", 0)
     ingest_to_store(folder, tmp_path / "streamed", embedder=m2v, quiet=True, buckets=2)
     assert open_store(tmp_path / "held").manifest["files"] == \
         open_store(tmp_path / "streamed").manifest["files"]

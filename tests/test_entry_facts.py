@@ -9,8 +9,7 @@ import polars as pl
 import pytest
 from conftest import segments_frame, unit
 
-from arrowdedup import DedupConfig, IngestionConfig, fact_conflict
-from arrowdedup.dedup import ingest
+from arrowdedup import DedupConfig, IngestionConfig, fact_conflict, ingest
 from arrowdedup.facts.entries import LABEL, PART, ROLE_SHIFT, SUBJECT, defined_type, label_rows
 from arrowdedup.facts.sections import lead_ins
 from arrowdedup.retrieval.crossdoc import dedupe_ranked

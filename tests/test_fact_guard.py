@@ -16,12 +16,12 @@ from arrowdedup import (
     DedupConfig,
     IngestionConfig,
     fact_conflict,
+    ingest,
     open_store,
     verify_store,
     write_store,
 )
 from arrowdedup.cli import app
-from arrowdedup.dedup import ingest
 from arrowdedup.dedup.salience import DefaultSalience
 from arrowdedup.metrics.views import connect, corpus_metrics, merge_examples
 

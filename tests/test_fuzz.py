@@ -17,9 +17,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import ArrowDedupError, DedupConfig
+from arrowdedup import ArrowDedupError, DedupConfig, ingest
 from arrowdedup.config import IngestionConfig
-from arrowdedup.dedup import ingest
 from arrowdedup.schema import read_table_file, validate
 
 FUZZ = settings(max_examples=100, deadline=None,

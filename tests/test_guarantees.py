@@ -29,11 +29,11 @@ from arrowdedup import (
     Mode,
     RetrievalConfig,
     fact_conflict,
+    ingest,
     open_store,
     verify_store,
     write_store,
 )
-from arrowdedup.dedup import ingest
 from arrowdedup.dedup.salience import DefaultSalience
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
 from arrowdedup.schema import embeddings_from
@@ -407,7 +407,7 @@ def test_store_identical_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "in.parquet"
     table.write_parquet(path)
     here, there = tmp_path / "here", tmp_path / "there"
-    from arrowdedup.pipeline.job import ingest_to_store
+    from arrowdedup.pipeline.run import ingest_to_store
 
     ingest_to_store([path], here, threads=1)
     proc = subprocess.run(

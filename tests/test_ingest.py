@@ -12,9 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import segments_frame, unit
 
-from arrowdedup import DecayMode, DedupConfig, IngestionConfig
+from arrowdedup import DecayMode, DedupConfig, IngestionConfig, ingest
 from arrowdedup.config import AnalyticsConfig
-from arrowdedup.dedup import ingest
 
 
 def vec_at(cos: float, axis: int, d: int = 4) -> np.ndarray:

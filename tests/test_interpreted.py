@@ -25,7 +25,7 @@ from arrowdedup.facts import conflict_jit as _facts_jit
 from arrowdedup.facts import guard as F
 from arrowdedup.facts import scan_jit as fact_scan
 from arrowdedup.jit import interpreted
-from arrowdedup.pipeline.job import ingest_to_store
+from arrowdedup.pipeline.run import ingest_to_store
 from arrowdedup.store.reader import current_version
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,7 +153,7 @@ def test_the_store_imports_neither_ingest_nor_retrieval() -> None:
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('arrowdedup.'))))\n")
     loaded = set(out)
     assert "arrowdedup.store.writer" in loaded and "arrowdedup.store.reader" in loaded
-    assert not {m for m in loaded if m in ("arrowdedup.dedup.ingest", "arrowdedup.pipeline.job")
+    assert not {m for m in loaded if m in ("arrowdedup.dedup.ingest", "arrowdedup.pipeline.run")
                 or m.startswith("arrowdedup.retrieval")}, loaded
 
 

@@ -16,11 +16,10 @@ import pyarrow.feather as feather
 import pytest
 from test_pipeline import corpus
 
-from arrowdedup import JobResult, StoreError, ingest_to_store, open_store
+from arrowdedup import JobResult, StoreError, ingest, ingest_to_store, open_store
 from arrowdedup.config import resolve_config
-from arrowdedup.dedup import ingest
-from arrowdedup.pipeline.job import STAGES
 from arrowdedup.store import INV_NORM, atomic_write_bytes, store_lock
+from arrowdedup.timings import STAGES
 from tests.conftest import M2V_MODEL, need
 
 
@@ -196,11 +195,11 @@ def test_no_store_module_imports_the_job_modules_even_inside_a_function() -> Non
 def _gathered(tables: list[pa.Table], bucket: int, buckets: int) -> pa.Table | None:
     """A bucket's rows as a Polars gather from each whole table gives them (the read before
     the embeddings of IPC files were read with preadv)."""
-    from arrowdedup.pipeline.job import _bucket_ids
+    from arrowdedup.pipeline.inputs import row_buckets
 
     parts = []
     for table in tables:
-        rows = np.flatnonzero(_bucket_ids(table, buckets) == bucket)
+        rows = np.flatnonzero(row_buckets(table, buckets) == bucket)
         if rows.size:
             frame = pl.from_arrow(table, rechunk=False)
             assert isinstance(frame, pl.DataFrame)
@@ -217,9 +216,9 @@ def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path, jit_min_
     Python."""
     import pyarrow.ipc as pa_ipc
 
-    from arrowdedup.pipeline import job
+    from arrowdedup.pipeline import inputs
 
-    monkeypatch.setattr(job, "JIT_MIN_RUNS", jit_min_runs)
+    monkeypatch.setattr(inputs, "JIT_MIN_RUNS", jit_min_runs)
 
     frame = corpus(docs=40, per_doc=30)
     table = frame.to_arrow()
@@ -233,9 +232,9 @@ def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path, jit_min_
                 compression=compression)) as writer:
             for batch in table.to_batches(max_chunksize=333):
                 writer.write_batch(batch)
-        mapped = job._mapped(str(path))
-        source = job.BucketSource((str(path),), buckets, False, table.num_rows)
-        cache = job.SourceCache()  # the local engine's: one mapping for every bucket
+        mapped = inputs._mapped(str(path))
+        source = inputs.BucketSource((str(path),), buckets, False, table.num_rows)
+        cache = inputs.SourceCache()  # the local engine's: one mapping for every bucket
         for b in range(buckets):
             want = _gathered([mapped], b, buckets)
             for got in (source.read(b), source.read(b, cache)):
@@ -246,7 +245,7 @@ def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path, jit_min_
         assert list(cache.mapped) == [str(path)] and list(cache.ids) == [str(path)]
     # An in-memory table of several chunks takes its rows the same way.
     chunked = pa.Table.from_batches(table.to_batches(max_chunksize=333))
-    memory = job.BucketSource(("mem:0",), buckets, False, table.num_rows, tables=(chunked,))
+    memory = inputs.BucketSource(("mem:0",), buckets, False, table.num_rows, tables=(chunked,))
     for b in range(buckets):
         got, want = memory.read(b), _gathered([chunked], b, buckets)
         assert got is not None and want is not None
@@ -258,38 +257,39 @@ def test_bucket_reads_equal_a_gather_of_the_whole_input(tmp_path: Path, jit_min_
 def test_rows_past_the_end_of_the_file_are_refused(tmp_path: Path, jit_min_runs: int,
                                                    monkeypatch) -> None:
     from arrowdedup import InputError
-    from arrowdedup.pipeline import job
+    from arrowdedup.pipeline import inputs
 
-    monkeypatch.setattr(job, "JIT_MIN_RUNS", jit_min_runs)
+    monkeypatch.setattr(inputs, "JIT_MIN_RUNS", jit_min_runs)
     path = tmp_path / "short.bin"
     path.write_bytes(bytes(range(200)) * 8)  # 1,600 bytes: rows of 16 bytes at offset 64
     out = np.zeros((4, 4), dtype=np.float32)
     spans = [(100, 64, 16)]
-    job._read_runs(str(path), job._runs(spans, np.array([0, 1, 5, 9])), out)
+    inputs._read_runs(str(path), inputs._runs(spans, np.array([0, 1, 5, 9])), out)
     want = np.frombuffer(path.read_bytes(), dtype=np.uint8)
     rows = [want[64 + 16 * r:80 + 16 * r] for r in (0, 1, 5, 9)]
     assert out.view(np.uint8).tobytes() == b"".join(r.tobytes() for r in rows)
     with pytest.raises(InputError, match="shorter than its Arrow IPC footer"):
-        job._read_runs(str(path), job._runs(spans, np.array([0, 1, 95, 99])), out)
+        inputs._read_runs(str(path), inputs._runs(spans, np.array([0, 1, 95, 99])), out)
 
 
 def test_a_ray_worker_reuses_its_mapping_until_the_file_changes(tmp_path: Path) -> None:
     """The tasks one Ray worker runs share one SourceCache per input (as the local engine's
     threads do); a file rewritten since is mapped afresh, so no task reads stale rows."""
-    from arrowdedup.pipeline import job
+    from arrowdedup.pipeline import bucket, inputs
+    from arrowdedup.pipeline.engines import ray as ray_engine
 
     frame = corpus(docs=12, per_doc=10)
     path = tmp_path / "in.arrow"
     feather.write_feather(frame.to_arrow(), path, compression="uncompressed")
-    source = job.BucketSource((str(path),), 3, False, frame.height)
-    bjob = job.BucketJob(resolve_config(None), 1)
-    job._WORKER_CACHE = None
-    first = job._ray_task(source, 0, bjob)
-    cache = job._WORKER_CACHE
+    source = inputs.BucketSource((str(path),), 3, False, frame.height)
+    bjob = bucket.BucketJob(resolve_config(None), 1)
+    ray_engine._WORKER_CACHE = None
+    first = ray_engine._ray_task(source, 0, bjob)
+    cache = ray_engine._WORKER_CACHE
     assert first is not None and cache is not None and list(cache[1].mapped) == [str(path)]
-    second = job._ray_task(source, 1, bjob)
-    assert second is not None and job._WORKER_CACHE is cache  # reused, not rebuilt
-    want = job.process_bucket(source, 1, bjob)
+    second = ray_engine._ray_task(source, 1, bjob)
+    assert second is not None and ray_engine._WORKER_CACHE is cache  # reused, not rebuilt
+    want = bucket.process_bucket(source, 1, bjob)
     assert want is not None and second[1].documents.equals(want[1].documents)
 
     # Rewritten with other rows: a new mapping, and the bucket read from the new file.
@@ -297,13 +297,13 @@ def test_a_ray_worker_reuses_its_mapping_until_the_file_changes(tmp_path: Path) 
     replacement = tmp_path / "new.arrow"
     feather.write_feather(other.to_arrow(), replacement, compression="uncompressed")
     os.replace(replacement, path)
-    again = job._ray_task(source, 0, bjob)
-    assert job._WORKER_CACHE is not cache
-    fresh = job.process_bucket(source, 0, bjob)
+    again = ray_engine._ray_task(source, 0, bjob)
+    assert ray_engine._WORKER_CACHE is not cache
+    fresh = bucket.process_bucket(source, 0, bjob)
     assert again is not None and fresh is not None
     assert again[1].documents.equals(fresh[1].documents)
     assert not again[1].documents.equals(first[1].documents)
-    job._WORKER_CACHE = None
+    ray_engine._WORKER_CACHE = None
 
 
 def test_a_ray_run_that_started_ray_stops_it_before_returning(tmp_path: Path) -> None:
@@ -333,7 +333,7 @@ def test_a_ray_cluster_the_run_starts_gives_its_workers_one_thread_pools(monkeyp
     Polars' and Numba's pools to one thread; they run at this process's priority, not Ray's
     nice 15; a value the user set is kept, and this process's environment is as it was."""
     ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
-    from arrowdedup.pipeline import job
+    from arrowdedup.pipeline.engines import ray as ray_engine
 
     if ray.is_initialized():
         ray.shutdown()
@@ -348,15 +348,15 @@ def test_a_ray_cluster_the_run_starts_gives_its_workers_one_thread_pools(monkeyp
         return (os.environ.get("POLARS_MAX_THREADS"), os.environ.get("NUMBA_NUM_THREADS"),
                 polars.thread_pool_size(), os.nice(0))
 
-    assert job.ray_start(None)
+    assert ray_engine.ray_start(None)
     try:
         # Every variable is as it was and none of ours is left behind; ray.init may add its
         # own (RAY_AUTH_MODE, ...) on first use, which are Ray's, not ours.
         assert {name: os.environ.get(name) for name in before} == before
-        assert not set(job.LOCAL_CLUSTER_ENV) & (set(os.environ) - set(before))
+        assert not set(ray_engine.LOCAL_CLUSTER_ENV) & (set(os.environ) - set(before))
         got = ray.get(ray.remote(num_cpus=1)(pools).remote())
     finally:
-        job.stop_ray()
+        ray_engine.stop_ray()
     assert got == ("1", "2", 1, os.nice(0))
 
 
@@ -364,13 +364,15 @@ def test_one_thread_means_one_bucket_at_a_time(tmp_path: Path, monkeypatch) -> N
     """``threads=1`` works on one bucket at a time (the single-thread benchmark row is single
     threaded); any other count keeps ``LOCAL_AHEAD + 1`` buckets in flight. The store is the
     same either way."""
-    from arrowdedup.pipeline import job
+    from arrowdedup.pipeline import bucket
+    from arrowdedup.pipeline.engines import local as local_engine
 
-    assert job.buckets_in_flight(1) == 1
-    assert job.buckets_in_flight(None) == job.buckets_in_flight(4) == job.LOCAL_AHEAD + 1
+    assert local_engine.buckets_in_flight(1) == 1
+    in_flight = local_engine.buckets_in_flight
+    assert in_flight(None) == in_flight(4) == local_engine.LOCAL_AHEAD + 1
     frame = corpus(docs=12, per_doc=10)
     busy, peak = [0], [0]
-    real = job.process_bucket
+    real = bucket.process_bucket
 
     def counted(*args, **kwargs):
         busy[0] += 1
@@ -380,7 +382,7 @@ def test_one_thread_means_one_bucket_at_a_time(tmp_path: Path, monkeypatch) -> N
         finally:
             busy[0] -= 1
 
-    monkeypatch.setattr(job, "process_bucket", counted)
+    monkeypatch.setattr(local_engine, "process_bucket", counted)
     ingest_to_store(frame, tmp_path / "one", buckets=4, threads=1, quiet=True)
     assert peak[0] == 1
     ingest_to_store(frame, tmp_path / "two", buckets=4, threads=2, quiet=True)
@@ -389,18 +391,18 @@ def test_one_thread_means_one_bucket_at_a_time(tmp_path: Path, monkeypatch) -> N
 
 def test_a_failed_background_ray_stop_is_raised_but_never_hides_the_runs_error(monkeypatch
                                                                               ) -> None:
-    from arrowdedup.pipeline import job
+    from arrowdedup.pipeline.engines import ray as ray_engine
 
     def failing_stop() -> None:
         raise RuntimeError("stop failed")
 
-    monkeypatch.setattr(job, "ray_start", lambda address: True)
-    monkeypatch.setattr(job, "stop_ray", failing_stop)
+    monkeypatch.setattr(ray_engine, "ray_start", lambda address: True)
+    monkeypatch.setattr(ray_engine, "stop_ray", failing_stop)
     with pytest.raises(RuntimeError, match="stop failed"):
-        with job.RaySession(None) as session:
+        with ray_engine.RaySession(None) as session:
             session.stop_soon()  # the run finished; its stop fails on the thread
     with pytest.raises(ValueError, match="the run's own"):
-        with job.RaySession(None) as session:
+        with ray_engine.RaySession(None) as session:
             session.stop_soon()
             raise ValueError("the run's own error")
 
@@ -412,7 +414,7 @@ def test_the_stage_table_counts_reading_fingerprints_and_bucket_numbers(
     (At 1M segments the first two were about a second of CPU that no stage showed.)"""
     import time
 
-    from arrowdedup.pipeline import job
+    from arrowdedup.pipeline import bucket, inputs
 
     frame = corpus(docs=8, per_doc=10)
     ipc = tmp_path / "in.arrow"
@@ -425,9 +427,10 @@ def test_the_stage_table_counts_reading_fingerprints_and_bucket_numbers(
             return real(*args, **kwargs)
         return run
 
-    monkeypatch.setattr(job.BucketSource, "read_numbered", slowed(job.BucketSource.read_numbered))
-    monkeypatch.setattr(job, "fingerprint_file", slowed(job.fingerprint_file))
-    monkeypatch.setattr(job, "_bucket_ids", slowed(job._bucket_ids))
+    source_class = inputs.BucketSource
+    monkeypatch.setattr(source_class, "read_numbered", slowed(source_class.read_numbered))
+    monkeypatch.setattr(bucket, "fingerprint_file", slowed(bucket.fingerprint_file))
+    monkeypatch.setattr(bucket, "row_buckets", slowed(bucket.row_buckets))
     result = ingest_to_store(ipc, tmp_path / "s", buckets=2, threads=1, quiet=True)
     assert result.timings["read"] >= 2 * pause
     assert result.timings["encode"] >= 2 * pause
@@ -441,7 +444,8 @@ def test_workers_are_refilled_before_a_bucket_is_written(threads: int | None, mo
     import threading
     import time
 
-    from arrowdedup.pipeline import job
+    from arrowdedup.pipeline import bucket, inputs
+    from arrowdedup.pipeline.engines import local as local_engine
 
     table = corpus(docs=12, per_doc=10).to_arrow()
     started: list[int] = []
@@ -452,12 +456,12 @@ def test_workers_are_refilled_before_a_bucket_is_written(threads: int | None, mo
             started.append(bucket)
         return ("bucket", bucket)
 
-    monkeypatch.setattr(job, "process_bucket", recorded)
-    source = job.BucketSource(("mem:0",), 6, False, table.num_rows, (table,))
-    stream = job._local(source, job.BucketJob(resolve_config(None), threads))
+    monkeypatch.setattr(local_engine, "process_bucket", recorded)
+    source = inputs.BucketSource(("mem:0",), 6, False, table.num_rows, (table,))
+    stream = local_engine._local(source, bucket.BucketJob(resolve_config(None), threads))
     # The caller holds bucket 0 (as while writing it) and has not asked for the next one.
     assert next(stream) == ("bucket", 0)
-    expected = [0] if threads == 1 else list(range(job.LOCAL_AHEAD + 2))
+    expected = [0] if threads == 1 else list(range(local_engine.LOCAL_AHEAD + 2))
     deadline = time.monotonic() + 5.0
     while sorted(started) != expected and time.monotonic() < deadline:
         time.sleep(0.01)  # a submitted bucket starts on a pool thread
@@ -474,29 +478,29 @@ def test_buckets_over_the_alone_bound_run_by_themselves_and_write_the_same_store
     same as when every bucket may run beside another."""
     import threading
 
-    from arrowdedup.pipeline import job
+    from arrowdedup.pipeline.engines import local as local_engine
 
     frame = corpus(docs=24, per_doc=10)
     path = tmp_path / "in.arrow"
     feather.write_feather(frame.to_arrow(), path, compression="uncompressed")
     ingest_to_store(path, tmp_path / "normal", buckets=6, quiet=True)
     sizes: list[int] = []
-    real_sizes = job.bucket_bytes
+    real_sizes = local_engine.bucket_bytes
 
     def recorded_sizes(*args, **kwargs):
         sizes[:] = real_sizes(*args, **kwargs)
         return sizes
 
-    monkeypatch.setattr(job, "bucket_bytes", recorded_sizes)
+    monkeypatch.setattr(local_engine, "bucket_bytes", recorded_sizes)
     ingest_to_store(path, tmp_path / "sized", buckets=6, quiet=True)
     limit = 0 if bound == "all" else sorted(sizes)[len(sizes) // 2]
     alone = {b for b, n in enumerate(sizes) if n > limit}
     assert alone and (bound == "all" or len(alone) < len(sizes))
-    monkeypatch.setattr(job, "ALONE_BYTES", limit)
+    monkeypatch.setattr(local_engine, "ALONE_BYTES", limit)
     lock = threading.Lock()
     busy: set[int] = set()
     beside: list[tuple[int, set[int]]] = []
-    real = job.process_bucket
+    real = local_engine.process_bucket
 
     def counted(source, bucket, *args, **kwargs):
         if "alone" not in kwargs:  # the kernels' warm-up run on a bucket of its own
@@ -511,7 +515,7 @@ def test_buckets_over_the_alone_bound_run_by_themselves_and_write_the_same_store
             with lock:
                 busy.discard(bucket)
 
-    monkeypatch.setattr(job, "process_bucket", counted)
+    monkeypatch.setattr(local_engine, "process_bucket", counted)
     ingest_to_store(path, tmp_path / "alone", buckets=6, quiet=True)
     for bucket, others in beside:
         assert not (others and (bucket in alone or others & alone)), (bucket, others)

@@ -31,7 +31,7 @@ def onnx_minilm():
 def _corpus_texts(n: int) -> list[str]:
     """``n`` distinct embedder views of real segments of the shared corpus."""
     from arrowdedup.embed.view import embedding_texts
-    from arrowdedup.pipeline.job import extract_segments
+    from arrowdedup.pipeline.documents import extract_segments
 
     root = need(OTEL_CONTENT / "en" / "docs" / "concepts")
     segments = extract_segments([root], root=root).segments

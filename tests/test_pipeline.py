@@ -16,10 +16,9 @@ import xxhash
 from conftest import segments_frame, spacing, word
 from typer.testing import CliRunner
 
-from arrowdedup import SchemaError, open_store, write_store
-from arrowdedup.dedup import ingest
+from arrowdedup import SchemaError, ingest, open_store, write_store
 from arrowdedup.errors import MissingDependencyError
-from arrowdedup.pipeline.job import ingest_to_store
+from arrowdedup.pipeline.run import ingest_to_store
 
 
 def corpus(docs: int = 30, per_doc: int = 40, dim: int = 16, seed: int = 0) -> pl.DataFrame:

@@ -1,12 +1,13 @@
-"""Determinism across engines and bucket counts (SPEC §5, issue 8): the local and the Ray engine
-write byte-identical data files for one bucket count, in the exact and the LSH modes, and the
-decisions are those of an in-process ``ingest`` (so the guarantees proven on it carry over)
-whatever the bucket count. Ray runs as a small local cluster (2 CPUs) shared by the module."""
+"""Determinism across engines and bucket counts (SPEC §5, issue 8): every engine of
+:class:`arrowdedup.pipeline.engines.Engine` writes the same data files as the local engine for
+one bucket count, in the exact and the LSH modes, and the decisions are those of an in-process
+``ingest`` (so the guarantees proven on it carry over) whatever the bucket count. Ray runs as a
+small local cluster (2 CPUs) shared by the module. A new engine is tested here by being a member
+of :class:`Engine`."""
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,14 +15,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from arrowdedup import DedupConfig, IngestionConfig, LshMethod, Mode, open_store
+from arrowdedup import DedupConfig, IngestionConfig, LshMethod, Mode, ingest, open_store
 from arrowdedup import verify_store as verify
-from arrowdedup.dedup import ingest
-from arrowdedup.pipeline.job import ingest_to_store
-
-HAS_ENGINES = "engine" in inspect.signature(ingest_to_store).parameters
-pytestmark = pytest.mark.skipif(not HAS_ENGINES, reason="the engine option (issue 4) has not "
-                                "landed in ingest_to_store yet")
+from arrowdedup.pipeline.engines import Engine
+from arrowdedup.pipeline.run import ingest_to_store
 
 CONFIGS = {
     "exact": DedupConfig(),
@@ -93,15 +90,17 @@ def test_decisions_independent_of_bucket_count(name: str, table_path: Path,
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("engine", [e for e in Engine if e is not Engine.LOCAL])
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_local_and_ray_write_identical_bytes(name: str, table_path: Path, tmp_path: Path,
-                                             ray_session: None) -> None:
+def test_every_engine_writes_the_local_engines_bytes(name: str, engine: Engine, table_path: Path,
+                                                     tmp_path: Path, ray_session: None) -> None:
     cfg = CONFIGS[name]
-    local, ray_root = tmp_path / "local", tmp_path / "ray"
+    local, other = tmp_path / "local", tmp_path / engine.value
     ingest_to_store([table_path], local, config=cfg, buckets=4, threads=2)
-    ingest_to_store([table_path], ray_root, config=cfg, buckets=4, engine="ray")
-    assert _digest(local) == _digest(ray_root)
-    assert verify(ray_root).ok
+    ingest_to_store([table_path], other, config=cfg, buckets=4, engine=engine)
+    assert _digest(local) == _digest(other)
+    assert verify(other).ok
+    assert open_store(other).manifest["engine"] == engine.value
     expected = ingest(pl.read_parquet(table_path), cfg).decisions.sort("segment_id")
-    got = open_store(ray_root).decisions().collect().sort("segment_id")
+    got = open_store(other).decisions().collect().sort("segment_id")
     assert got.select(expected.columns).equals(expected)

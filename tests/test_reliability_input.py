@@ -25,10 +25,10 @@ from arrowdedup import (
     DedupConfig,
     InputError,
     SchemaError,
+    ingest,
     verify_store,
 )
 from arrowdedup.cli import app
-from arrowdedup.dedup import ingest
 
 runner = CliRunner()
 

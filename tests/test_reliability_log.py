@@ -19,8 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import ROOT, segments_frame
 
-from arrowdedup import StoreError, open_store, write_store
-from arrowdedup.dedup import ingest
+from arrowdedup import StoreError, ingest, open_store, write_store
 from arrowdedup.metrics import connect
 from arrowdedup.retrieval.search import search
 

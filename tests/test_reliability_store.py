@@ -22,10 +22,9 @@ import pytest
 from conftest import ROOT, segments_frame, unit
 from typer.testing import CliRunner
 
-from arrowdedup import StoreError, open_store, verify_store, write_store
+from arrowdedup import StoreError, ingest, open_store, verify_store, write_store
 from arrowdedup.cli import app
-from arrowdedup.dedup import ingest
-from arrowdedup.pipeline.job import ingest_to_store
+from arrowdedup.pipeline.run import ingest_to_store
 from arrowdedup.store import LOCK, PAUSE_ENV
 from arrowdedup.store.integrity import manifest_text
 

@@ -10,9 +10,8 @@ import pytest
 from conftest import segments_frame, unit
 from typer.testing import CliRunner
 
-from arrowdedup import DedupConfig, InputError, search, write_store
+from arrowdedup import DedupConfig, InputError, ingest, search, write_store
 from arrowdedup.cli import app
-from arrowdedup.dedup import ingest
 from arrowdedup.retrieval.search import version_keys
 
 runner = CliRunner()

@@ -9,9 +9,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from arrowdedup import InputError, build_context, ingest_to_store, search, write_store
+from arrowdedup import InputError, build_context, ingest, ingest_to_store, search, write_store
 from arrowdedup.cli import app
-from arrowdedup.dedup import ingest
 from arrowdedup.metrics import connect
 from arrowdedup.retrieval.keys import indexed_text, token_pattern
 from tests.conftest import M2V_MODEL

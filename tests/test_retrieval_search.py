@@ -18,12 +18,12 @@ from arrowdedup import (
     InputError,
     RetrievalConfig,
     build_context,
+    ingest,
     open_store,
     search,
     write_store,
 )
 from arrowdedup.cli import app
-from arrowdedup.dedup import ingest
 from arrowdedup.retrieval.bm25 import tokenize
 from tests.conftest import M2V_MODEL
 

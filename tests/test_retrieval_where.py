@@ -14,9 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from arrowdedup import DedupConfig, InputError, open_store, search, write_store
+from arrowdedup import DedupConfig, InputError, ingest, open_store, search, write_store
 from arrowdedup.cli import app
-from arrowdedup.dedup import ingest
 from arrowdedup.retrieval.search import filter_rows
 
 runner = CliRunner()

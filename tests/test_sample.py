@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 from arrowdedup.demo import SAMPLE, cross_language_merges, sample_inputs
-from arrowdedup.pipeline.job import extract_segments, ingest_to_store
+from arrowdedup.pipeline.documents import extract_segments
+from arrowdedup.pipeline.run import ingest_to_store
 from arrowdedup.store import open_store
 
 NEAR_TRIPLES = {

@@ -7,8 +7,7 @@ import polars as pl
 import pytest
 from conftest import segments_frame
 
-from arrowdedup import SchemaError
-from arrowdedup.dedup import ingest
+from arrowdedup import SchemaError, ingest
 from arrowdedup.schema import embeddings_from
 
 E = np.array([1, 0, 0, 0], dtype=np.float32)

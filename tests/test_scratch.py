@@ -15,7 +15,7 @@ from test_pipeline import corpus
 
 from arrowdedup import ingest_to_store
 from arrowdedup.arrays import scratch
-from arrowdedup.pipeline import job
+from arrowdedup.pipeline import inputs
 
 
 def test_a_buffer_is_lent_again_only_when_nothing_refers_to_it() -> None:
@@ -88,13 +88,13 @@ def test_a_job_reusing_its_buffers_writes_the_same_store(tmp_path: Path, monkeyp
         pools.append(scratch.ScratchPool(min_bytes=0))
         return pools[-1]
 
-    original = job.SourceCache.__init__
+    original = inputs.SourceCache.__init__
 
     def init(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         original(self, *args, **kwargs)
         self.pool = lending()
 
-    monkeypatch.setattr(job.SourceCache, "__init__", init)
+    monkeypatch.setattr(inputs.SourceCache, "__init__", init)
     ingest_to_store(path, tmp_path / "pooled", buckets=4)
     assert pools and sum(p.reused for p in pools) > 0
     # The local engine wrote its first buckets' read buffers ahead (and as many for their

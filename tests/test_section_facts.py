@@ -12,8 +12,7 @@ import polars as pl
 import pytest
 from conftest import segments_frame, unit
 
-from arrowdedup import DedupConfig, IngestionConfig, LshMethod, Mode, RetrievalConfig
-from arrowdedup.dedup import ingest
+from arrowdedup import DedupConfig, IngestionConfig, LshMethod, Mode, RetrievalConfig, ingest
 from arrowdedup.facts.guard import REASONS, conflict_reasons, fact_modes, signatures_of
 from arrowdedup.facts.sections import FORM, LEAF, PREFIX, ROLE_SHIFT, ROOT, SECTION, section_facts
 from arrowdedup.retrieval.crossdoc import dedupe_ranked

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from arrowdedup import StoreError, open_store
 from arrowdedup.cli import app
-from arrowdedup.pipeline.job import ingest_to_store
+from arrowdedup.pipeline.run import ingest_to_store
 from arrowdedup.pipeline.update import update_store
 from arrowdedup.store.source_files import Moved, moved_summary
 

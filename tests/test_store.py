@@ -15,9 +15,8 @@ import pyarrow as pa
 import pytest
 from test_kernels import random_table
 
-from arrowdedup import StoreError, open_store, write_store
+from arrowdedup import StoreError, ingest, open_store, write_store
 from arrowdedup.arrays.scratch import ScratchPool
-from arrowdedup.dedup import ingest
 from arrowdedup.store import atomic
 from arrowdedup.store.writer import checksum_file, write_data_file
 

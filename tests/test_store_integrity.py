@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from arrowdedup import StoreError, search, verify_store
 from arrowdedup.cli import app
-from arrowdedup.pipeline.job import ingest_to_store
+from arrowdedup.pipeline.run import ingest_to_store
 from arrowdedup.pipeline.update import compact_store, update_store
 from arrowdedup.retrieval.search import _VIEWS
 from arrowdedup.store import open_store
@@ -247,8 +247,7 @@ def test_embedding_rows_are_checked_when_read(tmp_path: Path) -> None:
     # the reads of that row (and the dense scan), not the opening nor a read of row 10.
     from conftest import segments_frame, unit
 
-    from arrowdedup import write_store
-    from arrowdedup.dedup import ingest
+    from arrowdedup import ingest, write_store
 
     rng = np.random.default_rng(11)
     n = 1000

@@ -14,11 +14,10 @@ from hypothesis import strategies as st
 from test_kernels import random_table
 from typer.testing import CliRunner
 
-from arrowdedup import StoreError, open_store, write_store
+from arrowdedup import StoreError, ingest, open_store, write_store
 from arrowdedup.cli import app
 from arrowdedup.config import DedupConfig, Mode
-from arrowdedup.dedup import ingest
-from arrowdedup.pipeline.job import ingest_to_store
+from arrowdedup.pipeline.run import ingest_to_store
 from arrowdedup.pipeline.update import compact_store, delete_documents, prune, update_store
 from arrowdedup.retrieval.bm25_layers import LayeredBm25, load_store_bm25
 from arrowdedup.retrieval.search import search

@@ -14,9 +14,8 @@ import xxhash
 from conftest import segments_frame, unit
 from typer.testing import CliRunner
 
-from arrowdedup import DedupConfig, IngestionConfig, StoreError, verify_store, write_store
+from arrowdedup import DedupConfig, IngestionConfig, StoreError, ingest, verify_store, write_store
 from arrowdedup.cli import app
-from arrowdedup.dedup import ingest
 from arrowdedup.store import bucket_of, open_store
 from arrowdedup.store.integrity import manifest_text
 from arrowdedup.store.writer import index_file_entry

@@ -111,7 +111,7 @@ def ingest(
     follow_external_symlinks: FollowOpt = False,
 ) -> None:
     """Deduplicate segments inside each document and write a store atomically."""
-    from ..pipeline.job import ingest_to_store
+    from ..pipeline.run import ingest_to_store
 
     limits = extract_limits(max_cells, max_columns, max_text_mb, extract_timeout,
                             extract_memory_mb)
@@ -121,7 +121,7 @@ def ingest(
         cfg = _with_mode(cfg, mode)
     if fact_guard is not None:
         cfg = with_fact_guard(cfg, fact_guard)
-    from ..pipeline.job import is_documents_input
+    from ..pipeline.inputs import is_documents_input
 
     quiet_run = quiet or as_json
     keys = [k.strip() for k in key_columns.split(",") if k.strip()] if key_columns else None

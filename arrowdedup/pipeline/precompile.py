@@ -42,7 +42,8 @@ from ..timings import add
 
 if TYPE_CHECKING:
     from ..config import DedupConfig
-    from .job import BatchStream, BucketJob, BucketSource, SourceCache
+    from .bucket import BucketJob
+    from .inputs import BatchStream, BucketSource, SourceCache
 
 NOTE = "compiling kernels, first run only"
 STAGE = "compile"
@@ -180,7 +181,7 @@ def _doc_id_types(inputs: Sequence[Path] | Sequence[pa.Table] | BatchStream
     import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
-    from .job import BatchStream
+    from .inputs import BatchStream
 
     if isinstance(inputs, BatchStream):
         index = inputs.schema.get_field_index("doc_id")
@@ -251,7 +252,7 @@ def _tables_of(source: BucketSource, cache: SourceCache) -> list[pa.Table]:
 def _bucket_rows(source: BucketSource, cache: SourceCache) -> np.ndarray:
     """Rows per bucket (the bucket ids of unpartitioned inputs are computed into ``cache``
     unless there already, where the run reads them)."""
-    from .job import _bucket_ids
+    from .inputs import row_buckets
 
     counts = np.zeros(source.buckets, dtype=np.int64)
     if source.partitioned:
@@ -262,7 +263,7 @@ def _bucket_rows(source: BucketSource, cache: SourceCache) -> np.ndarray:
     for f in source.files:
         ids = cache.ids.get(f)
         if ids is None:
-            ids = cache.ids[f] = _bucket_ids(source.table_of(f, cache)[0], source.buckets)
+            ids = cache.ids[f] = row_buckets(source.table_of(f, cache)[0], source.buckets)
         counts += np.bincount(ids, minlength=source.buckets)
     return counts
 
@@ -308,7 +309,8 @@ def _warm_bucket(table: pa.Table, total_rows: int, job: BucketJob) -> None:
     import dataclasses
 
     from ..errors import ArrowDedupError
-    from .job import BucketSource, process_bucket
+    from .bucket import process_bucket
+    from .inputs import BucketSource
 
     cfg = job.config
     silent = dataclasses.replace(cfg, analytics=dataclasses.replace(
@@ -402,13 +404,13 @@ def for_buckets(source: BucketSource, cache: SourceCache, job: BucketJob,
     if not _uses_jit(rows, source.total_rows, dim, _text_bytes(head), job):
         return
     # Unpartitioned files only: a partition file is read in one run per batch
-    # (job._read_partition), one batch per 64K input rows, so the jitted reader
+    # (job.read_partition), one batch per 64K input rows, so the jitted reader
     # (job.JIT_MIN_RUNS) is reached only past about 4M rows; and the warm-up's cached
     # mapping of a partition file would stay resident for the whole run.
     paths = [] if source.partitioned else [f for f in source.files if not f.startswith("mem:")]
 
     def work() -> None:
-        from .job import BucketJob
+        from .bucket import BucketJob
 
         with _quiet_numpy():
             _warm_bucket(head, source.total_rows, job)
@@ -443,17 +445,18 @@ def _group_warm_up(tables: list[pa.Table], largest: int, cfg: DedupConfig) -> pa
 
 def _warm_mapped_read(source: BucketSource, path: str, cache: SourceCache) -> None:
     """The ``pread`` of a memory-mapped input's embeddings (a bucket's rows of an IPC file)."""
-    from .job import _gather_mapped
+    from .inputs import gather_mapped
 
     table, base, size = source.table_of(path, cache)
     if size and table.num_rows > 1:
-        _gather_mapped(path, table, np.array([0], dtype=np.int64), base, size)
+        gather_mapped(path, table, np.array([0], dtype=np.int64), base, size)
 
 
 def for_update(frame: pl.DataFrame, total_rows: int, cfg: DedupConfig, threads: int | None,
                timings: dict[str, float], *, quiet: bool) -> None:
     """Before an update ingests ``frame`` (its new and changed documents) as one bucket."""
-    from .job import BucketJob, default_indexes
+    from .bucket import BucketJob
+    from .run import default_indexes
 
     if frame.height == 0:
         return

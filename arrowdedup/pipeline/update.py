@@ -11,7 +11,7 @@
 - :func:`prune` (``arrowdedup prune``): folds the current version's deltas (as compact does)
   and removes all but the newest versions, so the rows the deltas replaced leave the disk.
 
-Each returns the job path's :class:`arrowdedup.pipeline.job.JobResult`; ``changes`` on it counts the
+Each returns the job path's :class:`arrowdedup.pipeline.run.JobResult`; ``changes`` on it counts the
 documents added, changed, removed and unchanged, and ``dry_run`` says nothing was written.
 """
 
@@ -35,16 +35,9 @@ from ..store.fingerprint import FINGERPRINT_KIND, document_fingerprints, empty_f
 from ..store.layout import FINGERPRINTS, HISTORY, KEEP_VERSIONS, UPDATABLE_FORMAT, part_name
 from ..store.reader import reads_store
 from ..store.writer import parquet_bytes
-from .job import (
-    JobResult,
-    Source,
-    _as_inputs,
-    _documents,
-    _timings,
-    default_indexes,
-    is_documents_input,
-    refuse_embedder_for_tables,
-)
+from .documents import load_documents, refuse_embedder_for_tables
+from .inputs import Source, is_documents_input
+from .run import JobResult, as_inputs, default_indexes, result_timings
 
 if TYPE_CHECKING:
     from ..dedup.salience import SalienceScorer
@@ -183,14 +176,14 @@ def _input_table(
     the store's cache), the embedding model, and the manifest extras it brings."""
     from ..schema import read_table_file
 
-    tables, paths = _as_inputs(source)
+    tables, paths = as_inputs(source)
     if paths and any(is_documents_input(p) for p in paths):
         for p in paths:
             if not p.exists():
                 raise InputError(f"input {p} does not exist; check the path")
         recorded = store.manifest.get("source_files")
         if recorded is None:  # no file record: extract everything
-            docs = _documents(
+            docs = load_documents(
                 paths, store.root, embedder=embedder, quiet=quiet, timings=timings, **extract)
             return docs.table().to_arrow(), docs.model, docs.extra
         return _changed_files_table(store, paths, recorded, timings, embedder=embedder,
@@ -237,7 +230,7 @@ def _changed_files_table(
     extra: dict[str, Any] = {}
     n_files = 0
     for base, files in sorted(split.changed.items()):
-        docs = _documents(files, store.root, embedder=embedder, quiet=quiet, timings=timings,
+        docs = load_documents(files, store.root, embedder=embedder, quiet=quiet, timings=timings,
                           **{**extract, "root": base})
         frame, model, extra = docs.table(), docs.model, docs.extra
         records.update(file_records(files, base, frame.get_column("doc_id").cast(pl.String)
@@ -295,7 +288,7 @@ def _counts(parent: Store, plan: Plan, documents: pl.DataFrame | None) -> dict[s
 def _result(store: Store, timings: dict[str, float], cfg: DedupConfig, plan: Plan,
             start: float, *, dry_run: bool = False) -> JobResult:
     timings["total"] = time.perf_counter() - start
-    return JobResult(store, _timings(timings), cfg, changes=plan.counts(), dry_run=dry_run,
+    return JobResult(store, result_timings(timings), cfg, changes=plan.counts(), dry_run=dry_run,
                      change_ids={"added": tuple(plan.added), "changed": tuple(plan.changed),
                                  "removed": tuple(plan.removed)})
 
@@ -346,7 +339,7 @@ def update_store(
                "detect_keys": detect_keys, "doc_version_from_path": doc_version_from_path}
     check_same_rules(current, cfg, model=embedding_model, extract_options=None)
     check_same_runtime(current, embedder)
-    _, paths = _as_inputs(inputs)
+    _, paths = as_inputs(inputs)
     if paths and any(is_documents_input(p) for p in paths):
         check_same_rules(current, cfg, model=None, extract_options=extraction_record(extract))
     t = time.perf_counter()

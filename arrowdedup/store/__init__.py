@@ -9,7 +9,7 @@
 - :mod:`.integrity`: block checksums of every file, checked for the bytes a read touches, and
   the manifest's own checksum (damage is refused, never read back as data).
 
-The store imports neither ingestion nor retrieval: the job path (:mod:`arrowdedup.pipeline.job`)
+The store imports neither ingestion nor retrieval: the job path (:mod:`arrowdedup.pipeline.run`)
 registers the indexes a version gets.
 """
 

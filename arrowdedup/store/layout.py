@@ -35,7 +35,7 @@ see one version whole, and a killed run leaves the old one. Because dedup is per
 a document lives in one bucket, an update re-decides the buckets it touches only: its version
 can hard-link the untouched bucket files of the previous one (immutable, checksummed in both
 manifests) and write new ones (or delta files and tombstones) for the rest; rollback is moving
-``current`` back. Every such operation returns :class:`arrowdedup.pipeline.job.JobResult`.
+``current`` back. Every such operation returns :class:`arrowdedup.pipeline.run.JobResult`.
 """
 
 from __future__ import annotations
