@@ -163,7 +163,7 @@ class CalibrationResult:
         out: dict[str, dict[str, int]] = {"positives": {}, "negatives": {}}
         if self.guard_reasons is None:
             return out
-        from .facts.guard import KIND_NAMES
+        from .facts.tables import KIND_NAMES
 
         above = (self.cosine >= np.float32(threshold)) & (self.guard_reasons != 0)
         for key, mask in (("positives", self.pairs.labels), ("negatives", ~self.pairs.labels)):

@@ -224,7 +224,7 @@ def variant_cosines(pairs: dict[str, pl.DataFrame], encode: Callable[[list[str]]
 def score_pairs(pairs: dict[str, pl.DataFrame], embedder: Any) -> dict[str, Any]:
     from arrowdedup.calibrate import pair_guard_reasons
     from arrowdedup.embed.cache import embed_texts
-    from arrowdedup.facts.guard import KIND_NAMES
+    from arrowdedup.facts.tables import KIND_NAMES
 
     # Through the job's embedding step (the embedder reads each text's view: emphasis markers
     # dropped, whitespace collapsed), as `arrowdedup ingest` embeds a document's segments.

@@ -105,7 +105,8 @@ def engine_reasons(pairs: Sequence[dict[str, Any]]) -> list[str | None]:
     section (what ``ingest`` decides for them, cosine aside)."""
     import polars as pl
 
-    from arrowdedup.facts.guard import REASONS, conflict_reasons, fact_modes, signatures_of
+    from arrowdedup.facts.guard import conflict_reasons, fact_modes, signatures_of
+    from arrowdedup.facts.tables import REASONS
 
     n = len(pairs)
     frame = pl.DataFrame({

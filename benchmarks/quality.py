@@ -38,7 +38,7 @@ def _examples(result: Any, threshold: float, limit: int = EXAMPLES) -> dict[str,
     (merges lost) and negatives it still merges (false merges kept), highest cosine first."""
     import numpy as np
 
-    from arrowdedup.facts.guard import KIND_NAMES
+    from arrowdedup.facts.tables import KIND_NAMES
 
     pairs = result.pairs
     reasons = result.guard_reasons

@@ -147,7 +147,7 @@ def plant_cross_doc(frame: pl.DataFrame, matrix: np.ndarray, params: dict[str, A
 def bench_dedupe(dim: int, calls: int) -> dict[str, Any]:
     """``dedupe_ranked`` on 100 ranked results (a fifth of them near copies of earlier ones)."""
     from arrowdedup import dedupe_ranked
-    from arrowdedup.retrieval.crossdoc import duplicate_of
+    from arrowdedup.retrieval.crossdoc_jit import duplicate_of
 
     rng = np.random.default_rng(3)
     m = rng.standard_normal((100, dim)).astype(np.float32)

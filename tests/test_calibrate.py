@@ -19,7 +19,8 @@ from arrowdedup.calibrate import (
 )
 from arrowdedup.cli import app
 from arrowdedup.errors import ConfigError, InputError
-from arrowdedup.facts.guard import KIND_NAMES, fact_conflict
+from arrowdedup.facts.guard import fact_conflict
+from arrowdedup.facts.tables import KIND_NAMES
 from tests.conftest import M2V_MODEL, need
 
 GRADED = [

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from arrowdedup.facts import content as cw
 from arrowdedup.facts import guard as F
+from arrowdedup.facts import tables as fact_tables
 from arrowdedup.jit import interpreted
 
 
@@ -69,8 +70,9 @@ def oracle(text: pl.Series, segment_type: pl.Series | None, language: pl.Series 
     modes = F.fact_modes(kinds, n)
     is_code = kinds.eq("code").fill_null(False).to_numpy().astype(bool) if kinds is not None \
         else np.zeros(n, dtype=bool)
-    rows = np.flatnonzero(~is_code & (modes != F.OFF)).astype(np.int64)
-    strict = kinds.is_in(sorted(F.STRICT_TYPES)).fill_null(False).to_numpy().astype(bool) \
+    rows = np.flatnonzero(~is_code & (modes != fact_tables.OFF)).astype(np.int64)
+    strict_types = sorted(fact_tables.STRICT_TYPES)
+    strict = kinds.is_in(strict_types).fill_null(False).to_numpy().astype(bool) \
         if kinds is not None else np.zeros(n, dtype=bool)
     words = cw.word_table(text.gather(rows), cw.language_keys(language, n).gather(rows), rows,
                           strict[rows])
@@ -93,7 +95,8 @@ def fast(text: pl.Series, segment_type: pl.Series | None, language: pl.Series | 
     n = text.len()
     kinds = segment_type.cast(pl.String) if segment_type is not None else None
     modes = F.fact_modes(kinds, n)
-    got = cw.content_facts(text, segment_type=kinds, language=language, skip=modes == F.OFF)
+    got = cw.content_facts(text, segment_type=kinds, language=language,
+                           skip=modes == fact_tables.OFF)
     if got is None:
         return set()
     code = np.uint64(cw.CODE_COMMAND) << np.uint64(cw.KIND_SHIFT)

@@ -158,7 +158,8 @@ def test_guard_details_name_the_words() -> None:
 
 
 def test_signature_kinds_sorted_after_facts() -> None:
-    from arrowdedup.facts.guard import KIND_SHIFT, fact_signatures
+    from arrowdedup.facts.guard import fact_signatures
+    from arrowdedup.facts.tables import KIND_SHIFT
 
     sig = fact_signatures(pl.Series(["Enable tracing on 3 hosts"]))[0].to_list()
     kinds = [v >> int(KIND_SHIFT) for v in sig]
@@ -167,7 +168,8 @@ def test_signature_kinds_sorted_after_facts() -> None:
 
 
 def test_a_negation_is_one_fact_in_every_script() -> None:
-    from arrowdedup.facts.guard import KIND_SHIFT, NEGATION, fact_signatures
+    from arrowdedup.facts.guard import fact_signatures
+    from arrowdedup.facts.tables import KIND_SHIFT, NEGATION
 
     sig = fact_signatures(pl.Series(["不支持", "支持しない", "Do not do it"]))
     negations = [{v for v in row if v >> int(KIND_SHIFT) == NEGATION} for row in sig.to_list()]

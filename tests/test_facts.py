@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from arrowdedup import SchemaError, fact_conflict, fact_signatures
 from arrowdedup.facts import guard as F
 from arrowdedup.facts import scan_jit as fact_scan
+from arrowdedup.facts import tables as fact_tables
 
 # (segment a, representative b, segment type, language, expected reason): the patterns of
 # real cosine-only merges on technical documentation, with the names changed.
@@ -184,10 +185,11 @@ def test_strict_types_need_equal_facts():
 
 
 def test_every_reason_is_documented():
-    assert set(F.REASONS) == {"number", "date", "version", "identifier", "name", "opposite",
+    assert set(fact_tables.REASONS) == {"number", "date", "version", "identifier", "name",
+                                        "opposite",
                               "negation", "content", "section"}
     for _, _, _, _, reason in REFUSED:
-        assert reason in F.REASONS
+        assert reason in fact_tables.REASONS
 
 
 def test_signature_column_type_and_determinism():
@@ -405,7 +407,7 @@ def test_opposites_in_spanish_portuguese_and_french():
 def test_forms_that_are_english_words_stay_out_of_other_languages_lists():
     """Forms such as "exporter" or "superior" would make English text state an opposite it
     does not mean; they are left out, so English decisions do not move."""
-    forms = {f for pair in F.OPPOSITES for side in pair for f in side.split()}
+    forms = {f for pair in fact_tables.OPPOSITES for side in pair for f in side.split()}
     assert not forms & {"exporter", "importer", "encoder", "installer", "lecture", "superior",
                         "inferior", "premier", "multiples", "descendant", "lee"}
     def facts(text: str) -> list[int]:
@@ -417,7 +419,7 @@ def test_forms_that_are_english_words_stay_out_of_other_languages_lists():
 def test_opposite_forms_are_unique():
     """A form in two pairs would silently belong to the last one only, and its antonym in
     the other pair would no longer contradict it."""
-    forms = [f for pair in F.OPPOSITES for side in pair for f in side.split()]
+    forms = [f for pair in fact_tables.OPPOSITES for side in pair for f in side.split()]
     assert len(forms) == len(set(forms))
 
 
@@ -438,7 +440,7 @@ def test_wide_script_terms_are_identifiers_the_twin_agrees():
         twin = interpreted.twin("arrowdedup.facts.scan_jit").scan(*args)
     np.testing.assert_array_equal(jitted[0], twin[0])
     np.testing.assert_array_equal(jitted[1], twin[1])
-    kinds = {F.KIND_NAMES[int(v) >> 60] for v in jitted[1]}
+    kinds = {fact_tables.KIND_NAMES[int(v) >> 60] for v in jitted[1]}
     assert "identifier" in kinds and "number" in kinds
 
 
@@ -448,6 +450,6 @@ def test_han_negations_read_through_are_the_listed_ones():
     from arrowdedup.jit import interpreted
 
     twin = interpreted.twin("arrowdedup.facts.scan_jit")
-    listed = {w for w in F._CJK_NEGATIONS if len(w) == 1 and twin._wide_class(ord(w)) == 2}
+    listed = {w for w in fact_tables.CJK_NEGATIONS if len(w) == 1 and twin._wide_class(ord(w)) == 2}
     read_through = {chr(cp) for cp in range(0x3400, 0xA000) if twin._is_han_negation(cp)}
     assert read_through == listed

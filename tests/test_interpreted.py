@@ -24,9 +24,10 @@ from arrowdedup.extract import extract_documents
 from arrowdedup.facts import conflict_jit as _facts_jit
 from arrowdedup.facts import guard as F
 from arrowdedup.facts import scan_jit as fact_scan
+from arrowdedup.facts import tables as fact_tables
 from arrowdedup.jit import interpreted
 from arrowdedup.pipeline.run import ingest_to_store
-from arrowdedup.store.reader import current_version
+from arrowdedup.store.manifest import current_version
 
 ROOT = Path(__file__).resolve().parents[1]
 # Words the scanner treats specially, mixed with arbitrary text.
@@ -190,7 +191,7 @@ def test_a_jitted_module_imported_by_another_is_not_taken(monkeypatch) -> None:
     monkeypatch.setattr(interpreted, "_taken", set())
     assert "arrowdedup.facts.scan_jit" in sys.modules  # imported by this test module
     assert F._scanner(100) is interpreted.twin("arrowdedup.facts.scan_jit")
-    assert F._scanner(F.TWIN_MAX_BYTES + 1) is fact_scan
+    assert F._scanner(fact_tables.TWIN_MAX_BYTES + 1) is fact_scan
 
 
 def test_the_scan_size_counts_bytes_outside_ascii_three_times() -> None:
@@ -264,7 +265,7 @@ def test_twin_and_kernel_scan_the_same_facts_of_any_bytes(chunks, seed) -> None:
     with interpreted.quiet():
         for module in (twin, fact_scan):  # the twin first: it would raise where Numba reads
             result = (*module.scan(offsets, data, *flags, *F._tables()),  # out of bounds
-                      *module.line_facts(offsets, data, rows, F.IDENTIFIER))
+                      *module.line_facts(offsets, data, rows, fact_tables.IDENTIFIER))
             if module is twin:
                 expected = result
     assert_same_arrays(expected, result)

@@ -11,8 +11,8 @@ from conftest import random_facts, segments_frame
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import DedupConfig, IngestionConfig
-from arrowdedup.dedup import ingest, kernels
+from arrowdedup import DedupConfig, IngestionConfig, ingest
+from arrowdedup.dedup import kernels
 from arrowdedup.dedup.blocked import blas_threads, greedy_blocked_group
 
 THR = 0.9

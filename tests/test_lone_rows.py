@@ -13,9 +13,10 @@ from conftest import segments_frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import DedupConfig, IngestionConfig
-from arrowdedup.dedup import ingest, kernels
-from arrowdedup.facts.guard import (
+from arrowdedup import DedupConfig, IngestionConfig, ingest
+from arrowdedup.dedup import kernels
+from arrowdedup.facts.guard import conflict_reasons, lone_rows
+from arrowdedup.facts.tables import (
     CODE,
     DATE,
     EQUAL,
@@ -28,8 +29,6 @@ from arrowdedup.facts.guard import (
     OPPOSITE,
     SUBSET,
     VERSION,
-    conflict_reasons,
-    lone_rows,
 )
 
 

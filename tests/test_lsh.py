@@ -17,8 +17,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_kernels_blocked import THR, clear_of_band, inputs, planted
 
-from arrowdedup import ConfigError, DedupConfig, IngestionConfig, LshMethod, Mode
-from arrowdedup.dedup import ingest, kernels
+from arrowdedup import ConfigError, DedupConfig, IngestionConfig, LshMethod, Mode, ingest
+from arrowdedup.dedup import kernels
 from arrowdedup.dedup.lsh import (
     all_pairs_buckets,
     buckets_from_keys,

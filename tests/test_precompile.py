@@ -145,7 +145,8 @@ def test_a_large_docs_folder_compiles_the_scanner_before_extracting(tmp_path: Pa
     bytes is over it."""
     if not M2V_MODEL.is_dir():
         pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
-    from arrowdedup.facts.guard import TWIN_MAX_BYTES, _scan_size
+    from arrowdedup.facts.guard import _scan_size
+    from arrowdedup.facts.tables import TWIN_MAX_BYTES
 
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arrowdedup.dedup import kernels
-from arrowdedup.retrieval import crossdoc
+from arrowdedup.retrieval import crossdoc_jit as crossdoc
 from arrowdedup.retrieval.ranked_dedup import (
     certified_scan,
     displaced_lists,
@@ -124,7 +124,7 @@ _FRESH = textwrap.dedent("""
     import json, sys
     from arrowdedup.retrieval.search import search
     if sys.argv[2] == "kernel":
-        import arrowdedup.retrieval.crossdoc  # loaded: the dedup takes the Numba kernel
+        import arrowdedup.retrieval.crossdoc_jit  # loaded: the dedup takes the Numba kernel
     out = {}
     for q in ("how are webhooks retried", "invoices finalized", "payment retries"):
         r = search(sys.argv[1], q, k=5, embedder=sys.argv[3])

@@ -21,7 +21,7 @@ from arrowdedup import (
     dedupe_ranked,
 )
 from arrowdedup.dedup import kernels
-from arrowdedup.retrieval.crossdoc import greedy_ranked, greedy_ranked_numpy
+from arrowdedup.retrieval.crossdoc_jit import greedy_ranked, greedy_ranked_numpy
 
 
 def ranked(ids, vectors, **extra) -> pl.DataFrame:

@@ -13,8 +13,9 @@ import pytest
 from conftest import segments_frame, unit
 
 from arrowdedup import DedupConfig, IngestionConfig, LshMethod, Mode, RetrievalConfig, ingest
-from arrowdedup.facts.guard import REASONS, conflict_reasons, fact_modes, signatures_of
+from arrowdedup.facts.guard import conflict_reasons, fact_modes, signatures_of
 from arrowdedup.facts.sections import FORM, LEAF, PREFIX, ROLE_SHIFT, ROOT, SECTION, section_facts
+from arrowdedup.facts.tables import REASONS
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
 
 RNG = np.random.default_rng(44)

@@ -28,8 +28,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..jit.runtime import numba
-from .kernels import KEPT, MERGED_NEAR, KernelPlan, Outputs
 from .kernels_jit import filtered_or_exact, guard_refuses
+from .types import KEPT, MERGED_NEAR, KernelPlan, Outputs
 
 BLOCK = 1024
 CHUNK = 4096

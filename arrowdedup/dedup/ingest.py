@@ -28,6 +28,7 @@ from ..arrays.vectors import (
 )
 from ..config import DecayMode, DedupConfig, Mode, resolve_config
 from ..facts import guard as facts
+from ..facts import tables as fact_tables
 from ..schema import Embeddings, SegmentsInput, read_segments, validate
 from . import kernels
 from .salience import DefaultSalience, SalienceScorer
@@ -151,7 +152,7 @@ def ingest(
         signature = None
         if cfg.ingestion.fact_guard:
             signature = facts.signatures_of(frame)
-            if facts.FACT_COLUMN not in frame.columns:
+            if fact_tables.FACT_COLUMN not in frame.columns:
                 # Kept with the segments, so retrieval reads it instead of recomputing it.
                 frame = frame.with_columns(facts.signature_series(*signature))
     with timer.stage("plan"):
@@ -449,10 +450,11 @@ def build_result(
     seg_ids = frame.get_column("segment_id").cast(pl.String)
     if out.reason.any():
         reasons = pl.Series("guard_reason", out.reason).replace_strict(
-            {i + 1: name for i, name in enumerate(facts.REASONS)}, default=None,
-            return_dtype=facts.REASON_DTYPE)
+            {i + 1: name for i, name in enumerate(fact_tables.REASONS)}, default=None,
+            return_dtype=fact_tables.REASON_DTYPE)
     else:  # no refusal (always without the guard): nothing to look up
-        reasons = pl.repeat(None, n, dtype=facts.REASON_DTYPE, eager=True).alias("guard_reason")
+        reasons = pl.repeat(None, n, dtype=fact_tables.REASON_DTYPE, eager=True) \
+            .alias("guard_reason")
     decisions = pl.DataFrame({
         "doc_id": frame.get_column("doc_id").cast(pl.String),
         "segment_id": seg_ids,

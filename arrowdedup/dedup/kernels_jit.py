@@ -9,7 +9,7 @@ import numpy as np
 from ..facts.conflict_jit import conflict
 from ..jit.intrinsics_jit import prefetch_row
 from ..jit.runtime import numba
-from .kernels import DROPPED_EXACT, FILTERED, KEPT, MERGED_NEAR, KernelPlan, Outputs
+from .types import DROPPED_EXACT, FILTERED, KEPT, MERGED_NEAR, KernelPlan, Outputs
 
 
 @numba.njit(inline="always")

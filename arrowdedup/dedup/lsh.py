@@ -46,8 +46,8 @@ from numba.extending import intrinsic
 from ..config import IngestionConfig, LshMethod
 from ..facts.conflict_jit import conflict
 from ..jit.runtime import numba
-from .kernels import KEPT, MERGED_NEAR, KernelPlan, Outputs
 from .kernels_jit import filtered_or_exact
+from .types import KEPT, MERGED_NEAR, KernelPlan, Outputs
 
 PROJECT_CHUNK = 4096
 

@@ -178,7 +178,8 @@ def word_counts(frame: pl.DataFrame) -> np.ndarray:
 def unique_facts(frame: pl.DataFrame, doc_codes: np.ndarray) -> np.ndarray:
     """Rows holding a fact (SPEC §2's fact guard: number, identifier, …) that no other segment
     of the same document holds."""
-    from ..facts.guard import CONTENT, KIND_SHIFT, MENTION, signatures_of
+    from ..facts.guard import signatures_of
+    from ..facts.tables import CONTENT, KIND_SHIFT, MENTION
 
     offsets, values = signatures_of(frame)
     rows = np.repeat(np.arange(frame.height, dtype=np.int64), np.diff(offsets))

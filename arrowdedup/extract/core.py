@@ -27,7 +27,8 @@ import numpy as np
 import polars as pl
 
 from ..errors import ArrowDedupError, ConfigError, InputError, SchemaError
-from ..facts.guard import FACT_COLUMN, fact_signatures
+from ..facts.guard import fact_signatures
+from ..facts.tables import FACT_COLUMN
 from ..schema import validate
 from .blocks import ParsedDoc
 from .html import parse_html

@@ -58,15 +58,15 @@ import polars as pl
 
 from ..arrays.hashing import _buffers
 from ..jit import interpreted
-from . import guard as facts
+from . import tables as fact_tables
 from .function_words import BY_LANGUAGE, DEFAULT_LANGUAGE
 
-# Kinds of the signature beyond the facts (top four bits of a value; see facts.KIND_NAMES).
+# Kinds of the signature beyond the facts (top four bits of a value; see fact_tables.KIND_NAMES).
 CONTENT, ROLE, ORDER, LEAD, CODE_COMMAND, CODE_NOTE = 8, 10, 11, 12, 13, 14
 # A lead-in's token (kind LEAD, its text's form below): a text that introduces the list,
 # table or code after it (section_facts.LEAD_IN; facts._lead_part).
-KIND_SHIFT = int(facts.KIND_SHIFT)
-LOW = int(facts.LOW_BITS)
+KIND_SHIFT = int(fact_tables.KIND_SHIFT)
+LOW = int(fact_tables.LOW_BITS)
 # Inside a role value: bit 59 the side of the neighbour (0 before, 1 after); bits 44..58 the
 # opposite's (pair << 1 | side), or NEGATED for a negation; bits 0..43 the neighbour's hash.
 ROLE_AFTER_BIT = 59
@@ -212,7 +212,7 @@ def _stemmer(lang: str) -> object | None:
 def stem_words(words: list[str], lang: str) -> list[str]:
     """Lower-case ``words`` folded to their synonym group's first word (or, for a word of the
     closed list of opposites, to its side's first form: ``sent`` = ``send``), then stemmed."""
-    polar = facts.POLAR_WORDS
+    polar = fact_tables.POLAR_WORDS
     folded = [_SYNONYM_OF.get(w) or polar.get(w, w) for w in words]
     stemmer = _stemmer(lang)
     if stemmer is None:
@@ -318,9 +318,9 @@ def _hash_words(words: list[str]) -> np.ndarray:
 def _word_lists() -> tuple[frozenset[str], dict[str, int], frozenset[str]]:
     """The negation words, each opposite form's ``pair << 1 | side``, and the words that are
     numbers or units (facts of their own: "three" is the number 3, "seconds" the unit s)."""
-    sides = {f: (p << 1) | side for f, (p, side) in facts.POLAR_SIDES.items()}
-    return (frozenset(facts._NEGATIONS), sides,
-            frozenset(facts._NUMBER_WORDS) | frozenset(facts._UNITS))
+    sides = {f: (p << 1) | side for f, (p, side) in fact_tables.POLAR_SIDES.items()}
+    return (frozenset(fact_tables.NEGATIONS), sides,
+            frozenset(fact_tables.NUMBER_WORDS) | frozenset(fact_tables.UNITS))
 
 
 # What a word is (per distinct word and language).
@@ -589,7 +589,7 @@ def _tokenizer(size: int) -> types.ModuleType:
     the fact scanner's bound (:data:`arrowdedup.facts.guard.TWIN_MAX_BYTES`; the tokenizer's twin
     reads ~1 µs a byte, a fifth of the scanner's), so that the compile stage, which warms the
     scanner past that bound, warms the tokenizer with it."""
-    return interpreted.module("arrowdedup.facts.content_jit", size, facts.TWIN_MAX_BYTES)
+    return interpreted.module("arrowdedup.facts.content_jit", size, fact_tables.TWIN_MAX_BYTES)
 
 
 def _runs(keys: np.ndarray) -> list[tuple[int, int]]:
@@ -687,7 +687,8 @@ def _prose_parts(text: pl.Series, kinds: pl.Series | None, langs: pl.Series,
     parts: list[tuple[np.ndarray, np.ndarray]] = []
     if prose_rows.shape[0]:
         # Headings and titles (the guard's strict types) compare every word, both ways.
-        strict = (kinds.is_in(sorted(facts.STRICT_TYPES)).fill_null(False).to_numpy().astype(bool)
+        strict_types = sorted(fact_tables.STRICT_TYPES)
+        strict = (kinds.is_in(strict_types).fill_null(False).to_numpy().astype(bool)
                   if kinds is not None else np.zeros(n, dtype=bool))
         # In pieces of at most CHUNK_BYTES of text: a piece's word ids and tokens cost up to
         # ~20 bytes a byte of text, so memory stays bounded whatever the input (a 100 MB table

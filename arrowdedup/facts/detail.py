@@ -163,7 +163,8 @@ def _code_detail(a: str, b: str) -> str:
 def _fact_details(a: list[str], b: list[str], reasons: list[str],
                   types: list[str | None]) -> list[str]:
     """The tokens of each ``a`` absent from ``b`` whose own facts include the failing kind."""
-    from .guard import KIND_NAMES, KIND_SHIFT, signature_arrays
+    from .guard import signature_arrays
+    from .tables import KIND_NAMES, KIND_SHIFT
 
     candidates: list[tuple[int, str]] = []
     for i, (x, y) in enumerate(zip(a, b, strict=True)):

@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .guard import KIND_SHIFT, LOW_BITS
+from .tables import KIND_SHIFT, LOW_BITS
 
 # The signature kind of the section tokens (top four bits; the last kind, so they sort last).
 SECTION = 15
@@ -174,7 +174,7 @@ def forms(texts: pl.Series, rows: np.ndarray) -> np.ndarray:
     """Form hashes of ``rows`` of ``texts`` (:func:`arrowdedup.facts.content_jit.form_hashes`)."""
     from ..arrays.hashing import _buffers
     from ..jit import interpreted
-    from .guard import TWIN_MAX_BYTES
+    from .tables import TWIN_MAX_BYTES
 
     lowered = texts.gather(rows).str.to_lowercase()
     offsets, data = _buffers(lowered.to_arrow())

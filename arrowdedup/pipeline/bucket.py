@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -21,7 +21,12 @@ from ..store import (
     write_staged,
 )
 from ..store.delta import fingerprint_file
+from ..timings import STAGES as STAGES
 from .inputs import DEFAULT_MEMORY_BUDGET, BucketSource, SourceCache, row_buckets
+
+if TYPE_CHECKING:
+
+    pass
 
 
 @dataclasses.dataclass
@@ -140,3 +145,15 @@ def bucket_ids(source: BucketSource, cache: SourceCache) -> None:
     for path in () if source.partitioned else source.files:
         if path not in cache.ids:
             cache.ids[path] = row_buckets(source.table_of(path, cache)[0], source.buckets)
+
+
+def encoder_of(builder: IndexBuilder) -> IndexBuilder:
+    fresh = getattr(builder, "encoder", None)
+    return fresh() if callable(fresh) else builder
+
+
+def default_indexes() -> list[IndexBuilder]:
+    """The indexes every version gets unless ``indexes=False``: BM25 over the kept text."""
+    from ..retrieval.bm25 import Bm25Builder
+
+    return [Bm25Builder()]

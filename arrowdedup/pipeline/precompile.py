@@ -152,7 +152,7 @@ def for_extract(paths: Sequence[Path], timings: dict[str, float], *, quiet: bool
     interpreted twin takes (:data:`arrowdedup.facts.guard.TWIN_MAX_BYTES`; estimated from the
     files, :func:`_text_size`: only extraction knows the text), and with it the hashing of
     ``JIT_MIN_ROWS`` segments' texts (which that much text makes at 64 bytes a segment)."""
-    from ..facts.guard import TWIN_MAX_BYTES
+    from ..facts.tables import TWIN_MAX_BYTES
     from ..jit import interpreted
 
     if interpreted.taken("arrowdedup.facts.scan_jit") or \
@@ -358,7 +358,7 @@ def _uses_jit(rows: int, total_rows: int, dim: int, text_bytes: int, job: Bucket
     from ..arrays.hashing import JIT_MIN_ROWS
     from ..arrays.vectors import JIT_MIN_VALUES
     from ..dedup.ingest import SMALL_INPUT_ROWS
-    from ..facts.guard import TWIN_MAX_BYTES
+    from ..facts.tables import TWIN_MAX_BYTES
     from ..retrieval.tokens import JIT_MIN_TEXTS
 
     return (max(rows, total_rows) >= SMALL_INPUT_ROWS or rows >= JIT_MIN_ROWS
@@ -455,8 +455,7 @@ def _warm_mapped_read(source: BucketSource, path: str, cache: SourceCache) -> No
 def for_update(frame: pl.DataFrame, total_rows: int, cfg: DedupConfig, threads: int | None,
                timings: dict[str, float], *, quiet: bool) -> None:
     """Before an update ingests ``frame`` (its new and changed documents) as one bucket."""
-    from .bucket import BucketJob
-    from .run import default_indexes
+    from .bucket import BucketJob, default_indexes
 
     if frame.height == 0:
         return

@@ -92,7 +92,7 @@ if TYPE_CHECKING:
     from ..dedup.salience import SalienceScorer
     from ..embed.embedders import Embedder
     from ..extract.limits import ExtractLimits
-from .bucket import BucketJob, process_bucket
+from .bucket import BucketJob, default_indexes, encoder_of, process_bucket
 from .documents import documents_stream, load_documents, refuse_embedder_for_tables
 from .engines import Engine, runner
 from .inputs import (
@@ -184,18 +184,6 @@ class JobResult:
 
 def result_timings(values: Mapping[str, float]) -> Mapping[str, float]:
     return complete(values)
-
-
-def _encoder_of(builder: IndexBuilder) -> IndexBuilder:
-    fresh = getattr(builder, "encoder", None)
-    return fresh() if callable(fresh) else builder
-
-
-def default_indexes() -> list[IndexBuilder]:
-    """The indexes every version gets unless ``indexes=False``: BM25 over the kept text."""
-    from ..retrieval.bm25 import Bm25Builder
-
-    return [Bm25Builder()]
 
 
 # Documents whose segments and vectors take more than this are partitioned to disk batch by
@@ -327,7 +315,7 @@ def ingest_to_store(
     builders = default_indexes() if indexes is True else list(indexes or [])
     # Workers get stateless copies of the builders (a Ray task pickles what it is given; the
     # writer's builders accumulate the buckets).
-    job = BucketJob(cfg, threads, tuple(_encoder_of(b) for b in builders), scorer)
+    job = BucketJob(cfg, threads, tuple(encoder_of(b) for b in builders), scorer)
     writer = StoreWriter(store_root, buckets=buckets, config=cfg, inputs=names,
                          embedding_model=model, extra=extra, indexes=builders,
                          keep_versions=keep_versions)

@@ -35,9 +35,10 @@ from ..store.fingerprint import FINGERPRINT_KIND, document_fingerprints, empty_f
 from ..store.layout import FINGERPRINTS, HISTORY, KEEP_VERSIONS, UPDATABLE_FORMAT, part_name
 from ..store.reader import reads_store
 from ..store.writer import parquet_bytes
+from .bucket import default_indexes
 from .documents import load_documents, refuse_embedder_for_tables
 from .inputs import Source, is_documents_input
-from .run import JobResult, as_inputs, default_indexes, result_timings
+from .run import JobResult, as_inputs, result_timings
 
 if TYPE_CHECKING:
     from ..dedup.salience import SalienceScorer

@@ -1,7 +1,7 @@
 """The cross-document dedup of one search's ranked candidates, without loading Numba.
 
 A search dedups ~100 candidates (SPEC §4.5). The scan itself takes microseconds in the
-kernel of :mod:`.crossdoc`, but a fresh process (``arrowdedup search``) pays ~0.5 s to import
+kernel of :mod:`.crossdoc_jit`, but a fresh process (``arrowdedup search``) pays ~0.5 s to import
 Numba and load that kernel's cached machine code. So a ranked list of up to
 :data:`MAX_ROWS` rows is scanned here with NumPy, and each decision is certified to be the
 kernel's:
@@ -26,14 +26,11 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
 from ..dedup.kernels import effective_threshold
-from ..facts.guard import FACT_COLUMN, conflict_reasons, fact_modes, signatures_of
-
-# CSR fact signatures (offsets, values) and per-row guard modes (facts.fact_modes).
-FactArrays = tuple[np.ndarray, np.ndarray, np.ndarray]
+from ..facts.guard import conflict_reasons
+from .ranked_lists import FactArrays, planned_lists
 
 # Above this many rows the kernel runs (its load is then a small part of the work, and the
 # float64 Gram matrix here grows with the square of the rows).
@@ -41,37 +38,27 @@ MAX_ROWS = 512
 _UNIT_ROUNDOFF = 2.0 ** -24
 
 
-def fact_arrays(frame: pl.DataFrame) -> FactArrays | None:
-    """The fact guard's inputs for the rows of ``frame``: its ``fact_signature`` column, or
-    signatures computed from ``text``; None when it has neither."""
-    if FACT_COLUMN not in frame.columns and "text" not in frame.columns:
-        return None
-    f_off, f_val = signatures_of(frame)
-    types = frame.get_column("segment_type") if "segment_type" in frame.columns else None
-    return f_off, f_val, fact_modes(types, frame.height)
-
-
 def duplicate_of(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
                  threshold: float, facts: FactArrays | None = None) -> np.ndarray:
-    """:func:`.crossdoc.duplicate_of`, the same decisions: per row of a ranked list -1 when
+    """:func:`.crossdoc_jit.duplicate_of`, the same decisions: per row of a ranked list -1 when
     kept, else the row index of the kept row it repeats. Scanned with NumPy when the list is
     short and the kernel is not loaded yet; by the kernel otherwise, or when a cosine lies too
     close to the threshold to certify the kernel's answer."""
     unit = np.ascontiguousarray(unit, dtype=np.float32)
     usable = np.ascontiguousarray(usable, dtype=np.bool_)
     lang = np.ascontiguousarray(lang, dtype=np.int64)
-    if unit.shape[0] <= MAX_ROWS and "arrowdedup.retrieval.crossdoc" not in sys.modules:
+    if unit.shape[0] <= MAX_ROWS and "arrowdedup.retrieval.crossdoc_jit" not in sys.modules:
         rep = certified_scan(unit, usable, lang, threshold, facts)
         if rep is not None:
             return rep
-    from .crossdoc import duplicate_of as kernel_duplicate_of
+    from .crossdoc_jit import duplicate_of as kernel_duplicate_of
 
     return kernel_duplicate_of(unit, usable, lang, threshold, facts)
 
 
 def certified_scan(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray, threshold: float,
                    facts: FactArrays | None = None) -> np.ndarray | None:
-    """The greedy scan of :func:`.crossdoc.greedy_ranked` in float64, or None when a cosine
+    """The greedy scan of :func:`.crossdoc_jit.greedy_ranked` in float64, or None when a cosine
     it compares lies within the kernel's rounding bound of the threshold (or a usable row is
     not finite): only then could the kernel decide otherwise."""
     n, d = unit.shape
@@ -124,7 +111,7 @@ def _gram_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def output_plan(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """:func:`.crossdoc.output_plan` in NumPy (the same integers): the kept rows first in rank
+    """:func:`.crossdoc_jit.output_plan` in NumPy (the same integers): the kept rows first in rank
     order, then the skipped ones grouped by the kept row they repeat, each group in rank
     order; the offsets of each kept row's group; the number of kept rows."""
     rep = np.asarray(rep, dtype=np.int64)
@@ -141,20 +128,10 @@ def output_plan(rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 
 def displaced_lists(ids: pa.Array | None, rep: np.ndarray) -> tuple[np.ndarray, pa.Array]:
     """Kept row indices and, aligned with them, the list of ids each one displaced
-    (:func:`.crossdoc.displaced_lists` with the NumPy plan).
+    (:func:`.crossdoc_jit.displaced_lists` with the NumPy plan).
 
     ``ids`` may be ``None`` when no row was skipped (the ids are then not needed).
     """
     return planned_lists(ids, *output_plan(rep))
 
 
-def planned_lists(ids: pa.Array | None, order: np.ndarray, offsets: np.ndarray, nkept: int
-                  ) -> tuple[np.ndarray, pa.Array]:
-    """Kept row indices and the lists of displaced ids, from an output plan (see
-    :func:`output_plan`)."""
-    if nkept == order.size:
-        values = pa.array([], type=ids.type if ids is not None else pa.string())
-    else:
-        assert ids is not None
-        values = ids.take(pa.array(order[nkept:]))
-    return order[:nkept].astype(np.int64), pa.LargeListArray.from_arrays(pa.array(offsets), values)

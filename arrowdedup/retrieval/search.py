@@ -57,7 +57,8 @@ from .bm25 import Bm25Index
 from .bm25_layers import LayeredBm25
 from .dense import cosine_scores, top_n, unit_queries
 from .fusion import SearchMode, competition_rank, group_rank, mode_weights, rrf, score_order
-from .ranked_dedup import FactArrays, displaced_lists, duplicate_of, fact_arrays
+from .ranked_dedup import displaced_lists, duplicate_of
+from .ranked_lists import FactArrays, fact_arrays
 from .rerank import Reranker, rerank_order
 
 log = logging.getLogger("arrowdedup.retrieval")

@@ -24,7 +24,8 @@ from .layout import (
     bucket_of,
 )
 from .lock import LOCK, store_lock
-from .reader import Store, StoredVectors, current_manifest, current_version, open_store
+from .manifest import current_manifest, current_version
+from .reader import Store, StoredVectors, open_store
 from .writer import (
     CHECKSUM,
     PAUSE_ENV,

@@ -23,6 +23,7 @@ manifest the same way.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import xxhash
 
 from ..errors import StoreError
@@ -60,9 +62,7 @@ def block_digests(data: Any) -> str:
 
 def file_digests(path: Path, algo: str) -> tuple[str, str, int]:
     """(whole-file digest with ``algo``, block digests, size) of a file, read once."""
-    from .writer import _hasher
-
-    whole = _hasher(algo)
+    whole = hasher(algo)
     blocks = []
     size = 0
     with path.open("rb") as fh:
@@ -249,7 +249,6 @@ def parquet_footer_range(guard: FileGuard) -> tuple[int, int]:
 def check_parquet(guard: FileGuard, columns: Iterable[str] | None) -> None:
     """Check the footer of a Parquet file and the column chunks of ``columns`` (all when
     None) in every row group: the bytes a reader of those columns touches."""
-    import pyarrow.parquet as pq
 
     parquet_footer_range(guard)
     meta = pq.read_metadata(guard.path)
@@ -312,3 +311,13 @@ def read_text(path: Path, guard: FileGuard | None) -> str:
     if guard is not None:
         guard.check_all()
     return path.read_text(encoding="utf-8")
+
+
+def hasher(algo: str) -> Any:
+    if algo == "sha256":
+        return hashlib.sha256()
+    if algo == "xxh3_128":
+        import xxhash
+
+        return xxhash.xxh3_128()
+    raise StoreError(f"unknown checksum algorithm {algo!r} in the manifest; re-ingest")

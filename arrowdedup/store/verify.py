@@ -130,7 +130,7 @@ def verify_store(path: str | Path, *, max_problems: int = 100,
 def _open_lenient(root: Path, version: str | None) -> Store:
     """The version to check, its manifest read even when it fails its own checksum (that is
     reported as a problem, and every other check still runs)."""
-    from .reader import current_version, read_manifest
+    from .manifest import current_version, read_manifest
     from .versions import resolve_version
 
     if version is None and current_version(root) is None:

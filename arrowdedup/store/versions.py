@@ -21,7 +21,7 @@ from ..errors import StoreError
 from .atomic import fsync_dir
 from .layout import CURRENT, MANIFEST, VERSIONS
 from .lock import store_lock
-from .reader import current_version, read_manifest
+from .manifest import current_version, read_manifest
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import errno
-import hashlib
 import os
 import shutil
 import time
@@ -51,6 +50,7 @@ from .integrity import (
     BLOCK_SIZE,
     block_digests,
     file_digests,
+    hasher,
     manifest_text,
 )
 from .layout import (
@@ -69,7 +69,7 @@ from .layout import (
     part_name,
 )
 from .lock import LOCK, store_lock
-from .reader import current_manifest
+from .manifest import current_manifest
 
 __all__ = ["CHECKSUM", "DEFAULT_BUCKETS", "PAUSE_ENV", "BucketOutput", "IndexBuilder",
            "StoreWriter", "checksum_bytes", "checksum_file", "encode_bucket", "prepare_root",
@@ -127,25 +127,15 @@ class IndexBuilder(Protocol):
 CHECKSUM = "xxh3_128"
 
 
-def _hasher(algo: str) -> Any:
-    if algo == "sha256":
-        return hashlib.sha256()
-    if algo == "xxh3_128":
-        import xxhash
-
-        return xxhash.xxh3_128()
-    raise StoreError(f"unknown checksum algorithm {algo!r} in the manifest; re-ingest")
-
-
 def checksum_bytes(data: Any, algo: str = CHECKSUM) -> str:
-    h = _hasher(algo)
+    h = hasher(algo)
     h.update(data)
     return str(h.hexdigest())
 
 
 def checksum_file(path: Path, algo: str = CHECKSUM) -> str:
     """Hex digest of a file, read in 4 MiB blocks."""
-    h = _hasher(algo)
+    h = hasher(algo)
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 22), b""):
             h.update(block)
@@ -377,7 +367,7 @@ assert WINDOW_BYTES % BLOCK_SIZE == 0
 def _ipc_windowed(path: Path, table: pa.Table, pool: ScratchPool | None) -> dict[str, Any]:
     """Write ``table`` as an Arrow IPC file through a :class:`WindowedFile`, its manifest
     entry (:func:`file_entry`) taken window by window."""
-    whole = _hasher(CHECKSUM)
+    whole = hasher(CHECKSUM)
     blocks: list[str] = []
 
     def seen(window: np.ndarray) -> None:
