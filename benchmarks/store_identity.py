@@ -29,7 +29,7 @@ from .corpus import make_corpus
 
 # What differs between two runs of the same job: ids, times, and what names this run's paths.
 VOLATILE = ("run_id", "parent", "base", "created_at", "timings", "inputs", "input_key",
-            "manifest_checksum", "source_files")
+            "manifest_checksum")
 
 
 def _normalised_manifest(path: Path) -> str:
@@ -38,6 +38,11 @@ def _normalised_manifest(path: Path) -> str:
         manifest.pop(key, None)
     if isinstance(manifest.get("extract"), dict):
         manifest["extract"].pop("timings", None)
+    # Each file's record without its absolute path (the checkout's) or its mtime (the clone's).
+    files = manifest.pop("source_files", None) or {}
+    manifest["source_files"] = sorted(
+        [Path(path).name, rec.get("size"), rec.get("hash"), rec.get("doc_ids")]
+        for path, rec in files.items())
     return json.dumps(manifest, sort_keys=True)
 
 
