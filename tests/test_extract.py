@@ -565,6 +565,7 @@ def test_a_named_pipe_is_refused_never_read(tmp_path: Path) -> None:
     """Opening a named pipe waits for a writer: a pipe among the documents (or given alone)
     is refused by name, or skipped with skip_bad_files, and never opened, not even to record
     its hash for a later --update. Before, the run hung."""
+    from arrowdedup.extract.core import discover_files
     from arrowdedup.store.source_files import file_records
 
     write(tmp_path / "good.md", "fine\n")
@@ -578,7 +579,7 @@ def test_a_named_pipe_is_refused_never_read(tmp_path: Path) -> None:
     # Skipped under --skip-bad-files: the reason does not tell the run to use it.
     assert "not a regular file" in result.skipped[0].reason
     assert "--skip-bad-files" not in result.skipped[0].reason
-    records = file_records([tmp_path], None, ["good", "pipe"])
+    records = file_records(discover_files([tmp_path], None), ["good", "pipe"])
     assert [Path(p).name for p in records] == ["good.md"]
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..store.layout import DEFAULT_BUCKETS, KEEP_VERSIONS, MANIFEST
 from .app import (
     ConfigOpt,
     EmbedderOpt,
@@ -51,7 +52,8 @@ def ingest(
         int | None, typer.Option(help="Kernel threads per bucket (default: all cores; 1: one "
                                     "thread, one bucket at a time).")
     ] = None,
-    buckets: Annotated[int, typer.Option(help="Hash buckets of doc_id in the store.")] = 16,
+    buckets: Annotated[int, typer.Option(help="Hash buckets of doc_id in the store.")] = \
+        DEFAULT_BUCKETS,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
     embedder: EmbedderOpt = None,
@@ -102,7 +104,7 @@ def ingest(
         "--replace", help="Replace a store built from other inputs with this one (the old "
                           "versions are kept, see `arrowdedup versions`).")] = False,
     keep_versions: Annotated[int, typer.Option(
-        help="Versions kept after this run (older ones are pruned).")] = 5,
+        help="Versions kept after this run (older ones are pruned).")] = KEEP_VERSIONS,
     max_cells: MaxCellsOpt = DEFAULT_CELLS,
     max_columns: MaxColumnsOpt = DEFAULT_COLUMNS,
     max_text_mb: MaxTextOpt = DEFAULT_TEXT_MB,
@@ -187,7 +189,7 @@ def ingest(
 
 def _manifest(version: Path) -> dict[str, Any]:
     try:
-        data = json.loads((version / "manifest.json").read_text(encoding="utf-8"))
+        data = json.loads((version / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..escape import escape
+from ..store.layout import KEEP_VERSIONS
 from .app import (
     JsonOpt,
     QuietOpt,
@@ -105,7 +106,7 @@ def delete(
         "--from-file", help="A file of doc_ids to remove, one per line.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be removed and "
                                                             "write nothing.")] = False,
-    keep_versions: KeepOpt = 5,
+    keep_versions: KeepOpt = KEEP_VERSIONS,
     quiet: QuietOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -195,7 +196,7 @@ def rollback(
 @clean_errors
 def compact(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
-    keep_versions: KeepOpt = 5,
+    keep_versions: KeepOpt = KEEP_VERSIONS,
     as_json: JsonOpt = False,
 ) -> None:
     """Fold the current version's deltas into one base (a new version, the same data)."""
@@ -228,7 +229,7 @@ def _current_id(store: Path) -> str:
 def prune(
     store: Annotated[Path, typer.Argument(help="Store directory.")],
     keep: Annotated[int, typer.Option(help="Newest versions to keep (the current one is "
-                                           "always kept).")] = 5,
+                                           "always kept).")] = KEEP_VERSIONS,
     fold: Annotated[bool, typer.Option("--fold/--no-fold", help="First fold the current "
                                        "version's deltas into a compacted version (so the "
                                        "rows they replaced leave the disk).")] = True,

@@ -319,7 +319,7 @@ def extract_documents(
     limits = limits or ExtractLimits()
     unsupported: list[str] = []
     external: list[str] = []
-    files = _discover(paths, root, unsupported, external=external,
+    files = discover_files(paths, root, unsupported, external=external,
                       follow_external_symlinks=follow_external_symlinks)
     timings = {"discover": time.perf_counter() - started}
 
@@ -718,7 +718,7 @@ def _claim_id(claimed: dict[str, str], doc_id: str, file: _File) -> None:
     claimed[doc_id] = file.rel
 
 
-def _discover(paths: PathsInput, root: str | Path | None,
+def discover_files(paths: PathsInput, root: str | Path | None,
               unsupported: list[str] | None = None, *, external: list[str] | None = None,
               follow_external_symlinks: bool = False) -> list[_File]:
     """Every supported file under ``paths``, once, sorted by path relative to its root; the

@@ -33,7 +33,15 @@ import polars as pl
 
 from ..errors import StoreError
 from ..store import CURRENT, Store, open_store
-from ..store.layout import HISTORY
+from ..store.layout import (
+    DECISIONS,
+    DOCUMENTS,
+    HISTORY,
+    PART_GLOB,
+    RETRIEVAL_LOG,
+    SEGMENTS,
+    TOMBSTONES,
+)
 from .keys import create_keys_view
 
 CORPUS_METRICS = (
@@ -135,10 +143,10 @@ def connect(
     current = root / CURRENT
     con = con if con is not None else duckdb.connect()
     base = {
-        "segments": f"SELECT * FROM read_parquet({_literal(current / 'segments' / '*.parquet')})",
-        "decisions": f"SELECT * FROM read_parquet({_literal(current / 'decisions' / '*.parquet')})",
-        "documents": f"SELECT * FROM read_parquet({_literal(current / 'documents.parquet')})",
-        "retrieval_log": _retrieval_log_sql(root / "retrieval_log"),
+        "segments": f"SELECT * FROM read_parquet({_literal(current / SEGMENTS / '*.parquet')})",
+        "decisions": f"SELECT * FROM read_parquet({_literal(current / DECISIONS / '*.parquet')})",
+        "documents": f"SELECT * FROM read_parquet({_literal(current / DOCUMENTS)})",
+        "retrieval_log": _retrieval_log_sql(root / RETRIEVAL_LOG),
     }
     opened = open_store(root)
     try:
@@ -197,9 +205,9 @@ def layered_sql(store: Store, current: Path) -> dict[str, str]:
     layers = store.layers()
     rel = [current / layer.name if layer.name else current for layer in layers]
     out: dict[str, str] = {}
-    for view, pattern in (("segments", "segments/part-*.parquet"),
-                          ("decisions", "decisions/part-*.parquet"),
-                          ("documents", "documents.parquet")):
+    for view, pattern in (("segments", f"{SEGMENTS}/{PART_GLOB}"),
+                          ("decisions", f"{DECISIONS}/{PART_GLOB}"),
+                          ("documents", DOCUMENTS)):
         selects = []
         for i, (layer, path) in enumerate(zip(layers, rel, strict=True)):
             files = sorted(layer.path.glob(pattern))
@@ -207,9 +215,8 @@ def layered_sql(store: Store, current: Path) -> dict[str, str]:
                 continue
             linked = [path / f.relative_to(layer.path) for f in files]
             sql = f"SELECT * FROM read_parquet({_files_sql(linked)})"
-            later = [p / "tombstones.parquet" for p, lay in zip(rel[i + 1:], layers[i + 1:],
-                                                               strict=True)
-                     if (lay.path / "tombstones.parquet").exists()]
+            later = [p / TOMBSTONES for p, lay in zip(rel[i + 1:], layers[i + 1:], strict=True)
+                     if (lay.path / TOMBSTONES).exists()]
             if later:
                 sql += (f" WHERE CAST(doc_id AS VARCHAR) NOT IN (SELECT doc_id FROM "
                         f"read_parquet({_files_sql(later)}))")
@@ -232,7 +239,7 @@ def changes_sql(store: Store, current: Path) -> str:
         base_id = str(store.manifest.get("base") or store.run_id)
         selects = [f"SELECT CAST(0 AS BIGINT) AS seq, {_literal(base_id)} AS version, "
                    f"CAST(doc_id AS VARCHAR) AS doc_id, 'added' AS change FROM "
-                   f"read_parquet({_literal(current / 'documents.parquet')})"]
+                   f"read_parquet({_literal(current / DOCUMENTS)})"]
     for seq, version, rel in deltas:
         selects.append(f"SELECT CAST({seq} AS BIGINT) AS seq, {_literal(version)} AS version, "
                        f"doc_id, change FROM read_parquet({_literal(current / rel)})")

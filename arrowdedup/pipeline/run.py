@@ -291,11 +291,13 @@ def ingest_to_store(
             follow_external_symlinks=follow_external_symlinks)
         model = docs.model
         extra.update(docs.extra)
+        from ..extract.core import discover_files
         from ..store.source_files import file_records
 
         # Each file's size, mtime and hash: a later --update re-extracts the changed ones only.
         extra["source_files"] = file_records(
-            paths, root, docs.frame.get_column("doc_id").cast(pl.String).unique().to_list())
+            discover_files(list(paths), root),
+            docs.frame.get_column("doc_id").cast(pl.String).unique().to_list())
         extra["extract_options"] = {
             "language_from_path": language_from_path,
             "key_columns": list(key_columns) if key_columns else None,

@@ -32,7 +32,7 @@ from ..errors import InputError, SchemaError, StoreError
 from ..store import DEFAULT_BUCKETS, Store, StoreWriter, bucket_of, encode_bucket, open_store
 from ..store.delta import DeltaWriter
 from ..store.fingerprint import FINGERPRINT_KIND, document_fingerprints, empty_fingerprints
-from ..store.layout import FINGERPRINTS, HISTORY, KEEP_VERSIONS, UPDATABLE_FORMAT, part_name
+from ..store.layout import FINGERPRINTS, HISTORY, KEEP_VERSIONS, UPDATABLE_FORMAT, part_file
 from ..store.reader import reads_store
 from ..store.writer import parquet_bytes
 from .bucket import default_indexes
@@ -212,12 +212,15 @@ def _changed_files_table(
     recorded them; the documents of the others are reported as present and unchanged.
     Refuses, before anything is read, to take a document of the store from another file than
     the recorded one, unless ``allow_moved_sources``."""
+    from ..extract.core import discover_files
+    from ..extract.sheets import SHEET_FORMATS
     from ..store.source_files import file_records, forget_moved, moved_summary, split_files
 
     live = set(store.documents().select(pl.col("doc_id").cast(pl.String)).collect()
                .get_column("doc_id").to_list())
-    split = split_files(paths, extract.get("root"), recorded, live,
-                        bool(extract.get("follow_external_symlinks")))
+    found = discover_files(list(paths), extract.get("root"),
+                           follow_external_symlinks=bool(extract.get("follow_external_symlinks")))
+    split = split_files(found, recorded, live, sheet_formats=SHEET_FORMATS)
     if split.moved and not allow_moved_sources:
         raise StoreError(
             f"store {store.root}: {moved_summary(split.moved)}; nothing was changed: check "
@@ -234,8 +237,8 @@ def _changed_files_table(
         docs = load_documents(files, store.root, embedder=embedder, quiet=quiet, timings=timings,
                           **{**extract, "root": base})
         frame, model, extra = docs.table(), docs.model, docs.extra
-        records.update(file_records(files, base, frame.get_column("doc_id").cast(pl.String)
-                                    .unique().to_list()))
+        records.update(file_records(discover_files(list(files), base),
+                                    frame.get_column("doc_id").cast(pl.String).unique().to_list()))
         frames.append(frame)
         n_files += len(files)
     extra = {**extra, "source_files": records, "present": sorted(split.unchanged_ids),
@@ -524,7 +527,7 @@ def compact_store(store: str | Path | Store, *, keep_versions: int = KEEP_VERSIO
             for key, value in out.timings.items():
                 timings[key] = timings.get(key, 0.0) + value
             fp_frame = fps[fp]
-            out.files.append((f"{FINGERPRINTS}/{part_name(b)}.parquet",
+            out.files.append((part_file(FINGERPRINTS, b),
                               parquet_bytes(fp_frame.to_arrow()), fp_frame.height))
             writer.add(out)
             written += 1

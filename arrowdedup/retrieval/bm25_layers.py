@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from ..errors import StoreError
 from ..store import Store
 from ..store.integrity import CheckedArray, check_parquet, load_npy, read_text
-from ..store.layout import SEGMENTS
+from ..store.layout import PART_GLOB, SEGMENTS
 from .bm25 import BM25_DIR, FILES, K1, RAW_FILES, B, Bm25Index, load_bm25, tokenize
 
 __all__ = ["LayeredBm25", "load_store_bm25"]
@@ -41,7 +41,7 @@ class _Layer:
 def _layer_rows(store: Store, path: Path, dead: frozenset[str]) -> np.ndarray:
     """A live mask of the layer's stored rows (segments part order)."""
     masks = []
-    for part in sorted((path / SEGMENTS).glob("part-*.parquet")):
+    for part in sorted((path / SEGMENTS).glob(PART_GLOB)):
         if dead:
             ids = store.read_parquet(part, ["doc_id"]).get_column("doc_id")
             masks.append(~ids.cast(pl.String).is_in(sorted(dead)).to_numpy())

@@ -69,10 +69,17 @@ CHANGES = "changes.parquet"
 # A compacted base carries the change history of the layers it folded (seq, version,
 # doc_id, change); the manifest's ``history_layers`` counts the seqs it holds.
 HISTORY = "history.parquet"
+RETRIEVAL_LOG = "retrieval_log"  # beside the versions: one Parquet file per search
+PART_GLOB = "part-*.parquet"  # the bucket files of a part directory
 
 
 def part_name(bucket: int) -> str:
     return f"part-{bucket:05d}"
+
+
+def part_file(directory: str, bucket: int) -> str:
+    """The path of bucket ``bucket``'s Parquet file in ``directory`` of a version."""
+    return f"{directory}/{part_name(bucket)}.parquet"
 
 
 def bucket_of(doc_ids: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray:

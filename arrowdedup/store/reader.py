@@ -30,6 +30,7 @@ from .layout import (
     INV_NORM,
     MANIFEST,
     READABLE_FORMATS,
+    RETRIEVAL_LOG,
     SEGMENTS,
     TOMBSTONES,
 )
@@ -631,7 +632,7 @@ class Store:
 
     @property
     def retrieval_log_dir(self) -> Path:
-        return self.root / "retrieval_log"
+        return self.root / RETRIEVAL_LOG
 
 
 def open_store(path: str | Path | Store, *, version: str | None = None) -> Store:

@@ -18,9 +18,29 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 PASSTHROUGH = frozenset({"jsonl", "parquet"})
+
+
+class SourceFile(Protocol):
+    """A document file as extraction found it (``arrowdedup.extract.core.discover_files``):
+    the store records files without knowing how they are found or read."""
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def absolute(self) -> Path: ...
+    @property
+    def base(self) -> Path: ...  # the root ``rel`` is relative to
+    @property
+    def rel(self) -> str: ...  # posix path relative to its root
+    @property
+    def doc_id(self) -> str: ...
+    @property
+    def fmt(self) -> str: ...
+    @property
+    def problem(self) -> str | None: ...
 
 
 def content_hash(path: Path) -> str:
@@ -33,14 +53,7 @@ def content_hash(path: Path) -> str:
     return str(h.hexdigest())
 
 
-def _files(paths: Sequence[Path], root: str | Path | None,
-           follow_external_symlinks: bool = False) -> list[Any]:
-    from ..extract.core import _discover
-
-    return _discover(list(paths), root, follow_external_symlinks=follow_external_symlinks)
-
-
-def _stat(file: Any) -> dict[str, Any]:
+def _stat(file: SourceFile) -> dict[str, Any]:
     if file.problem is not None:  # e.g. hashing a named pipe would wait for a writer
         raise OSError(file.problem)
     st = file.path.stat()
@@ -48,17 +61,18 @@ def _stat(file: Any) -> dict[str, Any]:
             "hash": content_hash(file.path)}
 
 
-def _own(file: Any, doc_ids: Iterable[str]) -> list[str]:
+def _own(file: SourceFile, doc_ids: Iterable[str]) -> list[str]:
     stem = file.doc_id
     return sorted(d for d in doc_ids if d == stem or d.startswith(stem + "#"))
 
 
-def file_records(paths: Sequence[Path], root: str | Path | None, doc_ids: Iterable[str]
+def file_records(files: Sequence[SourceFile], doc_ids: Iterable[str]
                  ) -> dict[str, dict[str, Any]]:
-    """The ``source_files`` record of the files under ``paths`` that produced ``doc_ids``."""
+    """The ``source_files`` record of ``files`` (found by extraction) that produced
+    ``doc_ids``."""
     ids = set(doc_ids)
     out: dict[str, dict[str, Any]] = {}
-    for file in _files(paths, root):
+    for file in files:
         if file.fmt in PASSTHROUGH:
             continue
         try:
@@ -101,13 +115,12 @@ def _owners(recorded: Mapping[str, Mapping[str, Any]], live_ids: set[str]
     return {d: sorted(paths) for d, paths in owners.items()}
 
 
-def _claims(file: Any, owners: Mapping[str, list[str]]) -> list[str]:
+def _claims(file: SourceFile, owners: Mapping[str, list[str]], sheet_formats: frozenset[str]
+            ) -> list[str]:
     """The store's doc_ids ``file`` will produce, known before it is read: its own id, or for a
-    workbook its sheets' ``id#sheet``."""
-    from ..extract.sheets import SHEET_FORMATS
-
+    workbook (a format of ``sheet_formats``) its sheets' ``id#sheet``."""
     stem = file.doc_id
-    if file.fmt in SHEET_FORMATS:
+    if file.fmt in sheet_formats:
         return sorted(d for d in owners if d.startswith(stem + "#"))
     return [stem] if stem in owners else []
 
@@ -142,16 +155,15 @@ def _moved_root(moved: Sequence[Moved]) -> tuple[str, str] | None:
     return found.pop() if found else None
 
 
-def split_files(paths: Sequence[Path], root: str | Path | None,
-                recorded: Mapping[str, Mapping[str, Any]], live_ids: set[str],
-                follow_external_symlinks: bool = False) -> FileSplit:
+def split_files(files: Sequence[SourceFile], recorded: Mapping[str, Mapping[str, Any]],
+                live_ids: set[str], *, sheet_formats: frozenset[str]) -> FileSplit:
     changed: dict[str, list[Path]] = {}
     unchanged_ids: set[str] = set()
     unchanged: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
     owners = _owners(recorded, live_ids)
     moved: list[Moved] = []
-    for file in _files(paths, root, follow_external_symlinks):
+    for file in files:
         key = str(file.absolute)
         seen.add(key)
         old = recorded.get(key)
@@ -172,7 +184,7 @@ def split_files(paths: Sequence[Path], root: str | Path | None,
             changed.setdefault(str(file.base), []).append(file.path)
             if file.fmt not in PASSTHROUGH:
                 moved.extend(Moved(d, owners[d][0], key, file.rel)
-                             for d in _claims(file, owners) if key not in owners[d])
+                             for d in _claims(file, owners, sheet_formats) if key not in owners[d])
     return FileSplit(changed, frozenset(unchanged_ids), unchanged, frozenset(seen),
                      tuple(sorted(moved, key=lambda m: m.doc_id)))
 
