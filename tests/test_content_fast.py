@@ -287,7 +287,7 @@ def test_the_thread_count_does_not_change_the_tokens(monkeypatch) -> None:
 
 
 def old_without_layout(text: pl.Series, code: np.ndarray) -> pl.Series:
-    """``facts._without_layout`` as it was before its regex ran only on candidate rows."""
+    """``facts.without_layout`` as it was before its regex ran only on candidate rows."""
     layout = f"{F._LIST_MARKER}|{cw.MARKUP}"
     marked = text.str.contains(layout).fill_null(False).to_numpy() & ~code
     if not marked.any():
@@ -310,7 +310,7 @@ def check_without_layout(values: list[str | None], code: list[bool]) -> None:
     expected = old_without_layout(text.clone(), flags).to_list()
     for kind in (interpreted.KERNEL, interpreted.TWIN):
         with interpreted.forced(kind):
-            assert F._without_layout(text.clone(), flags).to_list() == expected, kind
+            assert F.without_layout(text.clone(), flags).to_list() == expected, kind
 
 
 @settings(max_examples=300, deadline=None)

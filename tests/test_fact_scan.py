@@ -6,9 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import arrowdedup.facts.scan_jit
+from arrowdedup.facts import scan_facts_jit, scan_jit, scan_pieces_jit, scan_text_jit
 
-SOURCE = Path(arrowdedup.facts.scan_jit.__file__)
+# The scanner's four files: the row loop and its character, piece and fact levels.
+SOURCES = [Path(m.__file__) for m in (scan_jit, scan_text_jit, scan_pieces_jit, scan_facts_jit)]
 MAX_JITTED_LINES = 150  # issue 47's bound for a jitted function
 # ``inline="always"`` copies a function into each caller before compiling it: only small
 # leaf helpers may ask for it, or the callers grow back into one huge compile.
@@ -30,7 +31,9 @@ def _njit_options(decorator: ast.expr) -> dict[str, ast.expr] | None:
 def _jitted() -> list[tuple[str, int, bool]]:
     """(name, lines from ``def`` to the last line, inlined) of every jitted function."""
     found = []
-    for node in ast.walk(ast.parse(SOURCE.read_text(encoding="utf-8"))):
+    nodes = [n for source in SOURCES
+             for n in ast.walk(ast.parse(source.read_text(encoding="utf-8")))]
+    for node in nodes:
         if not isinstance(node, ast.FunctionDef):
             continue
         for decorator in node.decorator_list:
@@ -47,7 +50,7 @@ def _jitted() -> list[tuple[str, int, bool]]:
 def test_the_scanner_is_many_small_jitted_functions() -> None:
     jitted = _jitted()
     names = {name for name, _, _ in jitted}
-    assert {"_scan", "_row", "_piece_extent", "_word_piece", "_number_piece"} <= names
+    assert {"_scan", "_row", "piece_extent", "word_piece", "number_piece"} <= names
     too_long = [(name, n) for name, n, _ in jitted if n > MAX_JITTED_LINES]
     assert too_long == [], f"jitted functions over {MAX_JITTED_LINES} lines: {too_long}"
 

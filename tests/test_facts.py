@@ -449,7 +449,7 @@ def test_han_negations_read_through_are_the_listed_ones():
     scanner's own test cannot import the list into Numba code)."""
     from arrowdedup.jit import interpreted
 
-    twin = interpreted.twin("arrowdedup.facts.scan_jit")
+    twin = interpreted.twin("arrowdedup.facts.scan_text_jit")
     listed = {w for w in fact_tables.CJK_NEGATIONS if len(w) == 1 and twin._wide_class(ord(w)) == 2}
     read_through = {chr(cp) for cp in range(0x3400, 0xA000) if twin._is_han_negation(cp)}
     assert read_through == listed

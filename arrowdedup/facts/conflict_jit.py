@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit.runtime import numba
-from .scan_jit import KIND_SHIFT, LOW, _sort_unique, find
+from .scan_text_jit import KIND_SHIFT, LOW, find, sort_unique
 
 
 @numba.njit(nogil=True, cache=True)
 def _sorted_unique_csr(offsets: np.ndarray, values: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray]:
     """CSR (offsets, values) of the CSR rows ``values[offsets[r] - offsets[0]:...]``, each
-    row's values sorted and unique (the scanner's :func:`_sort_unique`). A column the scanner
+    row's values sorted and unique (the scanner's :func:`sort_unique`). A column the scanner
     wrote is sorted and unique already: one pass checks that and copies."""
     n = offsets.shape[0] - 1
     base = offsets[0]
@@ -33,7 +33,7 @@ def _sorted_unique_csr(offsets: np.ndarray, values: np.ndarray
     w = 0
     for r in range(n):
         lo = offsets[r] - base
-        end = _sort_unique(out, lo, offsets[r + 1] - base)
+        end = sort_unique(out, lo, offsets[r + 1] - base)
         for i in range(lo, end):  # w <= lo: the rows move forward, in place
             out[w] = out[i]
             w += 1
@@ -46,7 +46,7 @@ def _merge_csr(offsets: np.ndarray, values: np.ndarray, extra_offsets: np.ndarra
                extra_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row ``r`` of the CSR ``(offsets, values)`` (each row sorted and unique) joined with
     row ``r`` of the extras, each row sorted and unique: one copy of the values; where a
-    row gained facts, its extras are sorted (:func:`_sort_unique`) and merged with it."""
+    row gained facts, its extras are sorted (:func:`sort_unique`) and merged with it."""
     n = offsets.shape[0] - 1
     base = offsets[0]
     total = offsets[n] - base + extra_values.shape[0]
@@ -63,7 +63,7 @@ def _merge_csr(offsets: np.ndarray, values: np.ndarray, extra_offsets: np.ndarra
             scratch[k] = extra_values[i]
             k += 1
         if k > 0:
-            k = _sort_unique(scratch, 0, k)
+            k = sort_unique(scratch, 0, k)
         w = _merge_sorted(values, offsets[r] - base, offsets[r + 1] - base, scratch, k, out, w)
         ends[r + 1] = w
     return ends, out[:w]

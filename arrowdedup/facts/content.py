@@ -281,7 +281,7 @@ def strip_layout(text: pl.Series) -> pl.Series:
     # there.
     offsets, data = _buffers(text.to_arrow())
     with interpreted.quiet():
-        maybe = _tokenizer(int(offsets[-1] - offsets[0])).typed_candidates(
+        maybe = word_tokenizer(int(offsets[-1] - offsets[0])).typed_candidates(
             offsets, data, *_type_nouns())
     rows = np.flatnonzero(maybe)
     if rows.shape[0] == 0:
@@ -584,7 +584,7 @@ def _code_facts(text: pl.Series, rows: np.ndarray) -> list[tuple[np.ndarray, np.
 CHUNK_BYTES = 8 << 20
 
 
-def _tokenizer(size: int) -> types.ModuleType:
+def word_tokenizer(size: int) -> types.ModuleType:
     """:mod:`arrowdedup.facts.content_jit` for ``size`` bytes of prose, or its interpreted twin:
     the fact scanner's bound (:data:`arrowdedup.facts.guard.TWIN_MAX_BYTES`; the tokenizer's twin
     reads ~1 µs a byte, a fifth of the scanner's), so that the compile stage, which warms the
@@ -697,7 +697,7 @@ def _prose_parts(text: pl.Series, kinds: pl.Series | None, langs: pl.Series,
         sizes = text.gather(prose_rows).str.len_bytes().fill_null(0).to_numpy()
         piece = np.cumsum(sizes) // CHUNK_BYTES
         lang = langs.cast(pl.Enum(list(_LANGUAGES))).to_physical().to_numpy().astype(np.int64)
-        kernel = _tokenizer(int(sizes.sum()))
+        kernel = word_tokenizer(int(sizes.sum()))
         pieces = [prose_rows[start:stop] for start, stop in _runs(piece)]
 
         def read(group: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit.runtime import numba
-from .scan_jit import _decode, _sort_unique
+from .scan_text_jit import decode_utf8, sort_unique
 
 # The signature layout (:mod:`arrowdedup.facts.content`): the top four bits are the kind.
 _CONTENT_KIND = np.uint64(8 << 60)
@@ -56,13 +56,13 @@ def _word_end(data: np.ndarray, i: int, e: int, letters: np.ndarray) -> int:
     """End of the word starting at the letter at ``i``: letters, and an apostrophe (``'``,
     ``’``) only when a letter follows it (``content_words._TOKEN``, greedy)."""
     while i < e:
-        cp, ln = _decode(data, i, e)
+        cp, ln = decode_utf8(data, i, e)
         if _is_letter(cp, letters):
             i += ln
         elif cp == 0x27 or cp == 0x2019:
             if i + ln >= e:
                 return i
-            cp2, ln2 = _decode(data, i + ln, e)
+            cp2, ln2 = decode_utf8(data, i + ln, e)
             if not _is_letter(cp2, letters):
                 return i
             i += ln + ln2
@@ -248,7 +248,7 @@ def _intern_row(data: np.ndarray, i: int, e: int, lg: int, letters: np.ndarray,
                     continue
                 cp, ln = b0, 1
             else:
-                cp, ln = _decode(data, i, e)
+                cp, ln = decode_utf8(data, i, e)
             if _is_letter(cp, letters):
                 j = _word_end(data, i + ln, e, letters)
             else:
@@ -359,7 +359,7 @@ def row_tokens(ends: np.ndarray, ids: np.ndarray, rows: np.ndarray, every_word: 
                 before = i
         # Each row's tokens sorted and unique here, in the reading threads: the join with
         # the scanner's facts (facts._with_facts) then merges sorted runs.
-        w = _sort_unique(tokens, first, w)
+        w = sort_unique(tokens, first, w)
     return tok_rows[:w], tokens[:w], order_rows[:o], order_parts[:o], order_pivots[:o]
 
 
@@ -439,7 +439,7 @@ def _noun_starts(data: np.ndarray, b: int, e: int, firsts: np.ndarray, forms: np
         i = b
         k = 0
         while k < lengths[f] and i < e:
-            cp, ln = _decode(data, i, e)
+            cp, ln = decode_utf8(data, i, e)
             if _fold(cp) != forms[f, k]:
                 break
             i += ln
@@ -467,7 +467,7 @@ def _noun_ends(data: np.ndarray, p: int, a: int, lasts: np.ndarray, forms: np.nd
         k = lengths[f] - 1
         while k >= 0 and i > p:
             c = _char_start(data, p, i - 1)
-            cp, _ = _decode(data, c, i)
+            cp, _ = decode_utf8(data, c, i)
             if _fold(cp) != forms[f, k]:
                 break
             i = c

@@ -102,11 +102,11 @@ def _labels(texts: pl.Series, kinds: pl.Series | None) -> np.ndarray:
     """Which of ``texts`` are list entries that are only a name (:mod:`.entry_facts`), read
     as the guard read them (layout removed)."""
     from .entries import label_rows
-    from .guard import _without_layout
+    from .guard import without_layout
     from .sections import lead_ins
 
     out = np.zeros(texts.len(), dtype=bool)
-    plain = _without_layout(texts, np.zeros(texts.len(), dtype=bool))
+    plain = without_layout(texts, np.zeros(texts.len(), dtype=bool))
     out[label_rows(plain, None if kinds is None else kinds.cast(pl.String),
                    lead_ins(plain).to_numpy().astype(bool))] = True
     return out

@@ -112,7 +112,7 @@ def defined_type(texts: pl.Series) -> pl.Series:
     term = texts.str.extract(_DEFINED_TYPE, 1)
     if term.null_count() == term.len():
         return term  # the common case, without the plural's expression
-    # As the scanner reads a type name (fact_scan._type_name_end): not after "i", "s", "u".
+    # As the scanner reads a type name (fact_scan.type_name_end): not after "i", "s", "u".
     return pl.select(pl.when(term.str.contains(r"[a-hj-rtv-z]s$"))
                      .then(term.str.slice(0, term.str.len_chars() - 1))
                      .otherwise(term)).to_series()

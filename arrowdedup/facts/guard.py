@@ -21,7 +21,7 @@ The signature (column ``fact_signature``, Arrow ``list<uint64>``) is the sorted,
   as the capitalised word, so ``WARNING`` is found as ``Warning`` in the other segment), and
   in ``code`` segments every token. In scripts without case (Han, kana, Hangul, Bengali,
   Devanagari, ...) the terms: each pair of adjacent Han characters or Hangul syllables, each
-  katakana word and each word of the other scripts (:func:`fact_scan._wide_terms` says why);
+  katakana word and each word of the other scripts (:func:`fact_scan.wide_terms` says why);
 - ``name``: a capitalised word that does not start a sentence, in languages that do not
   capitalise ordinary words (German does: there, capitalised words are never names), and not
   in a Title Case text (most words capitalised); all-caps acronyms are not names;
@@ -281,7 +281,7 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
     if n == 0:
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
     text = text.cast(pl.String)
-    plain = _without_layout(text, code)
+    plain = without_layout(text, code)
     offsets, data = _buffers(plain.to_arrow())
     scanner = _scanner(_scan_size(data[offsets[0]:offsets[-1]]))
     with interpreted.quiet():
@@ -316,16 +316,16 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
 _LIST_MARKER = r"(?m)^[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+"
 
 
-def _without_layout(text: pl.Series, code: np.ndarray) -> pl.Series:
+def without_layout(text: pl.Series, code: np.ndarray) -> pl.Series:
     """``text`` with list markers at line starts and markup (:data:`content_words.MARKUP`)
     removed, except in code: what the scanner reads."""
-    from .content import MARKUP, _tokenizer
+    from .content import MARKUP, word_tokenizer
 
     # The regex runs only where it may match: a line that may start with a list marker
     # (a jitted pass), or markup's first characters ("{{", "<").
     offsets, data = _buffers(text.to_arrow())
     with interpreted.quiet():
-        maybe = _tokenizer(int(offsets[-1] - offsets[0])).list_marker_candidates(offsets, data)
+        maybe = word_tokenizer(int(offsets[-1] - offsets[0])).list_marker_candidates(offsets, data)
     maybe |= text.str.contains_any(["{{", "<"]).fill_null(False).to_numpy()
     maybe &= ~code
     rows = np.flatnonzero(maybe)
