@@ -49,14 +49,11 @@ def _embed(embedder: str | Embedder | None, embeddings: Embeddings | None) -> _c
     return _common.embed_choice(embedder, native, "embeddings")
 
 
-def _with(doc: Document, extra: dict[str, Any]) -> Document:
-    # A shallow copy with new metadata: the caller's documents are left as they were.
-    return doc.model_copy(update={"metadata": {**doc.metadata, **extra}})
-
-
 def _kept_documents(documents: Sequence[Document], kept: _common.Kept) -> list[Document]:
-    return [_with(documents[row], extra)
-            for row, extra in zip(kept.rows, kept.metadata(), strict=True)]
+    # A shallow copy with the new metadata (model_copy: no validation, the fields as they
+    # were), so the caller's documents are left as they were.
+    return [documents[row].model_copy(update={"metadata": metadata})
+            for row, metadata in zip(kept.rows, kept.metadata, strict=True)]
 
 
 class DedupTransformer(BaseDocumentTransformer):
@@ -82,7 +79,8 @@ class DedupTransformer(BaseDocumentTransformer):
         ids = _common.default_ids([d.id for d in docs], doc_ids)
         matrix = _common.matrix_of(texts, None, self.embed)
         table = _common.segments_table([str(d) for d in doc_ids], ids, texts, matrix)
-        return _kept_documents(docs, _common.ingest_kept(table, self.config))
+        return _kept_documents(docs, _common.ingest_kept(table, self.config,
+                                                         [d.metadata for d in docs]))
 
     async def atransform_documents(self, documents: Sequence[Document], **kwargs: Any
                                    ) -> Sequence[Document]:
@@ -113,7 +111,8 @@ class DedupCompressor(BaseDocumentCompressor):
                                   [d.metadata.get(self.doc_id_key) for d in docs])
         matrix = _common.matrix_of(texts, None, _embed(self.embedder, self.embeddings))
         table = _common.ranked_table(ids, texts, matrix)
-        return _kept_documents(docs, _common.ranked_kept(table, self.config))
+        return _kept_documents(docs, _common.ranked_kept(table, self.config,
+                                                         [d.metadata for d in docs]))
 
 
 class StoreRetriever(BaseRetriever):
