@@ -108,19 +108,25 @@ def matrix_of(texts: list[str], given: Sequence[Sequence[float] | None] | None,
 
 
 def _stack(vectors: Sequence[Sequence[float] | None]) -> np.ndarray:
-    # Packed row by row with struct (~8 ns a float, half of what np.asarray takes on a list
-    # of lists, which walks the floats twice: once for the shape, once to copy). The C cast
-    # to float is numpy's. Anything struct refuses (rows of other lengths, odd values) goes
-    # through np.asarray, which converts it or names the problem as before.
-    if vectors and isinstance(vectors[0], list | tuple):
-        row = struct.Struct(f"{len(vectors[0])}f").pack
+    # Each row packed by struct straight into the matrix: ~9 ns a float, against ~16 for
+    # np.asarray on a list of lists, which walks the floats twice (for the shape, then to
+    # copy) and builds each row's array. struct's C cast to float is numpy's. A row struct
+    # refuses (another length, not a number) leaves it to np.asarray, which converts or
+    # names the problem as before.
+    dim = len(vectors[0]) if vectors and isinstance(vectors[0], list | tuple) else 0
+    if dim:
+        out = np.empty((len(vectors), dim), dtype=np.float32)
+        pack = struct.Struct(f"{dim}f").pack_into
+        buffer = out.data.cast("B")
+        offset, step = 0, 4 * dim
         try:
-            packed = b"".join([row(*v) for v in vectors])  # type: ignore[misc]
+            for vector in vectors:
+                pack(buffer, offset, *vector)  # type: ignore[misc]
+                offset += step
         except (struct.error, TypeError, OverflowError):
             pass
         else:
-            return np.frombuffer(packed, dtype=np.float32).reshape(len(vectors),
-                                                                   len(vectors[0]))
+            return out
     try:
         out = np.asarray(vectors, dtype=np.float32)
     except ValueError as err:
