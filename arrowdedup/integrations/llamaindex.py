@@ -151,8 +151,7 @@ class DedupPostprocessor(BaseNodePostprocessor):
                                    _embed(self.embedder, self.embed_model))
         table = _common.ranked_table([n.node_id for n in inner], texts, matrix)
         kept = _common.ranked_kept(table, self.config, [n.metadata for n in inner])
-        # model_construct: the node and the score are those of a validated NodeWithScore.
-        return [NodeWithScore.model_construct(node=node, score=nodes[row].score)
+        return [NodeWithScore(node=node, score=nodes[row].score)
                 for row, node in zip(kept.rows, _kept_nodes(inner, kept), strict=True)]
 
 
