@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -154,6 +154,8 @@ def missing_doc_ids(doc_ids: Sequence[str | None], key: str, keys_of: Callable[[
 
 def default_ids(ids: Sequence[str | None], doc_ids: Sequence[str | None]) -> list[str]:
     """Each item's id: its own, else ``{doc_id}#{index in the list}``."""
+    if all(ids):  # the frameworks' items mostly carry one: no id is None or empty
+        return cast("list[str]", list(ids))
     return [i if i else f"{d or ''}#{n}" for n, (i, d) in enumerate(zip(ids, doc_ids,
                                                                           strict=True))]
 

@@ -73,14 +73,14 @@ class DedupTransformer(BaseDocumentTransformer):
         ``merged_ids`` added to their metadata."""
         docs = list(documents)
         key = self.doc_id_key
-        doc_ids = [d.metadata.get(key) for d in docs]
-        _common.missing_doc_ids(doc_ids, key, lambda i: docs[i].metadata, "document")
+        metadata = [d.metadata for d in docs]
+        doc_ids = [m.get(key) for m in metadata]
+        _common.missing_doc_ids(doc_ids, key, lambda i: metadata[i], "document")
         texts = [d.page_content for d in docs]
         ids = _common.default_ids([d.id for d in docs], doc_ids)
         matrix = _common.matrix_of(texts, None, self.embed)
         table = _common.segments_table([str(d) for d in doc_ids], ids, texts, matrix)
-        return _kept_documents(docs, _common.ingest_kept(table, self.config,
-                                                         [d.metadata for d in docs]))
+        return _kept_documents(docs, _common.ingest_kept(table, self.config, metadata))
 
     async def atransform_documents(self, documents: Sequence[Document], **kwargs: Any
                                    ) -> Sequence[Document]:
@@ -106,13 +106,13 @@ class DedupCompressor(BaseDocumentCompressor):
                            callbacks: Callbacks | None = None) -> Sequence[Document]:
         """The kept documents in their order, each with ``displaced_ids`` in its metadata."""
         docs = list(documents)
+        metadata = [d.metadata for d in docs]
         texts = [d.page_content for d in docs]
         ids = _common.default_ids([d.id for d in docs],
-                                  [d.metadata.get(self.doc_id_key) for d in docs])
+                                  [m.get(self.doc_id_key) for m in metadata])
         matrix = _common.matrix_of(texts, None, _embed(self.embedder, self.embeddings))
         table = _common.ranked_table(ids, texts, matrix)
-        return _kept_documents(docs, _common.ranked_kept(table, self.config,
-                                                         [d.metadata for d in docs]))
+        return _kept_documents(docs, _common.ranked_kept(table, self.config, metadata))
 
 
 class StoreRetriever(BaseRetriever):
