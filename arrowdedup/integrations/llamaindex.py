@@ -90,8 +90,9 @@ def _texts(nodes: Sequence[BaseNode]) -> list[str]:
 
 
 def _source_id(node: BaseNode) -> str | None:
-    # BaseNode.ref_doc_id (its source node's id) read from the relationships in one look-up:
-    # the property looks twice, each time hashing the enum key in Python.
+    # BaseNode.ref_doc_id (its source node's id), with the same refusal of a list, read from
+    # the relationships in one look-up: the property goes through a second property
+    # (source_node) and looks twice, about twice the cost over 10,000 nodes.
     source = node.relationships.get(NodeRelationship.SOURCE)
     if source is None:
         return None
