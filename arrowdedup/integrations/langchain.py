@@ -49,14 +49,11 @@ def _embed(embedder: str | Embedder | None, embeddings: Embeddings | None) -> _c
     return _common.embed_choice(embedder, native, "embeddings")
 
 
-def _with(doc: Document, extra: dict[str, Any]) -> Document:
-    # A shallow copy with new metadata: the caller's documents are left as they were.
-    return doc.model_copy(update={"metadata": {**doc.metadata, **extra}})
-
-
 def _kept_documents(documents: Sequence[Document], kept: _common.Kept) -> list[Document]:
-    return [_with(documents[row], extra)
-            for row, extra in zip(kept.rows, kept.metadata(), strict=True)]
+    # A shallow copy with the new metadata (model_copy: no validation, the fields as they
+    # were), so the caller's documents are left as they were.
+    return [documents[row].model_copy(update={"metadata": metadata})
+            for row, metadata in zip(kept.rows, kept.metadata, strict=True)]
 
 
 class DedupTransformer(BaseDocumentTransformer):
@@ -76,13 +73,14 @@ class DedupTransformer(BaseDocumentTransformer):
         ``merged_ids`` added to their metadata."""
         docs = list(documents)
         key = self.doc_id_key
-        doc_ids = [d.metadata.get(key) for d in docs]
-        _common.missing_doc_ids(doc_ids, key, lambda i: docs[i].metadata, "document")
+        metadata = [d.metadata for d in docs]
+        doc_ids = [m.get(key) for m in metadata]
+        _common.missing_doc_ids(doc_ids, key, lambda i: metadata[i], "document")
         texts = [d.page_content for d in docs]
         ids = _common.default_ids([d.id for d in docs], doc_ids)
         matrix = _common.matrix_of(texts, None, self.embed)
         table = _common.segments_table([str(d) for d in doc_ids], ids, texts, matrix)
-        return _kept_documents(docs, _common.ingest_kept(table, self.config))
+        return _kept_documents(docs, _common.ingest_kept(table, self.config, metadata))
 
     async def atransform_documents(self, documents: Sequence[Document], **kwargs: Any
                                    ) -> Sequence[Document]:
@@ -108,12 +106,13 @@ class DedupCompressor(BaseDocumentCompressor):
                            callbacks: Callbacks | None = None) -> Sequence[Document]:
         """The kept documents in their order, each with ``displaced_ids`` in its metadata."""
         docs = list(documents)
+        metadata = [d.metadata for d in docs]
         texts = [d.page_content for d in docs]
         ids = _common.default_ids([d.id for d in docs],
-                                  [d.metadata.get(self.doc_id_key) for d in docs])
+                                  [m.get(self.doc_id_key) for m in metadata])
         matrix = _common.matrix_of(texts, None, _embed(self.embedder, self.embeddings))
         table = _common.ranked_table(ids, texts, matrix)
-        return _kept_documents(docs, _common.ranked_kept(table, self.config))
+        return _kept_documents(docs, _common.ranked_kept(table, self.config, metadata))
 
 
 class StoreRetriever(BaseRetriever):
