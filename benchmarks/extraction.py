@@ -19,7 +19,7 @@ CORPUS = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
 
 def run(quick: bool) -> dict[str, Any]:
     from arrowdedup.extract import extract_documents
-    from arrowdedup.extract.core import _cpu_count
+    from arrowdedup.extract.reading import _cpu_count
 
     if not CORPUS.exists():
         return {"parameters": {}, "figures": {}, "tables": [],

@@ -34,7 +34,7 @@ def _relation_facts(row: np.ndarray, content: np.ndarray, stem: np.ndarray, klas
     h_before = np.where(before >= 0, stem[np.maximum(before, 0)], none)
     h_after = np.where(after >= 0, stem[np.maximum(after, 0)], none)
     parts: list[tuple[np.ndarray, np.ndarray]] = []
-    role = np.uint64(cw.ROLE) << np.uint64(cw.KIND_SHIFT)
+    role = np.uint64(fact_tables.ROLE) << np.uint64(cw.KIND_SHIFT)
     polar = pair[marked] >= 0
     if polar.any():
         p = pair[marked][polar].astype(np.uint64) << np.uint64(cw.ROLE_PAIR_SHIFT)
@@ -53,7 +53,7 @@ def _relation_facts(row: np.ndarray, content: np.ndarray, stem: np.ndarray, klas
         forward = cw._mix(cw._mix(h_before[ordered], pivot), h_after[ordered])
         backward = cw._mix(cw._mix(h_after[ordered], pivot), h_before[ordered])
         low = np.uint64((1 << cw.ORDER_REVERSED_BIT) - 1)
-        kind = np.uint64(cw.ORDER) << np.uint64(cw.KIND_SHIFT)
+        kind = np.uint64(fact_tables.ORDER) << np.uint64(cw.KIND_SHIFT)
         parts.append((rows[ordered], kind | (forward & low)))
         parts.append((rows[ordered],
                       kind | np.uint64(1 << cw.ORDER_REVERSED_BIT) | (backward & low)))
@@ -81,7 +81,7 @@ def oracle(text: pl.Series, segment_type: pl.Series | None, language: pl.Series 
     row = words.get_column("row").to_numpy()
     stem = words.get_column("stem").to_numpy()
     content = words.get_column("content").to_numpy()
-    kind = np.uint64(cw.CONTENT) << np.uint64(cw.KIND_SHIFT)
+    kind = np.uint64(fact_tables.CONTENT) << np.uint64(cw.KIND_SHIFT)
     parts = [(row[content], (stem[content] & np.uint64(cw.LOW)) | kind)]
     marked = np.flatnonzero(words.get_column("marked").to_numpy())
     if marked.shape[0]:
@@ -99,7 +99,7 @@ def fast(text: pl.Series, segment_type: pl.Series | None, language: pl.Series | 
                            skip=modes == fact_tables.OFF)
     if got is None:
         return set()
-    code = np.uint64(cw.CODE_COMMAND) << np.uint64(cw.KIND_SHIFT)
+    code = np.uint64(fact_tables.CODE_COMMAND) << np.uint64(cw.KIND_SHIFT)
     return {(int(r), int(v)) for r, v in zip(*got, strict=True) if v < code}
 
 

@@ -9,7 +9,9 @@ import polars as pl
 import pytest
 
 from arrowdedup import fact_conflict
+from arrowdedup.facts import code_lines
 from arrowdedup.facts import content as cw
+from arrowdedup.facts import tables as fact_tables
 from arrowdedup.facts.detail import guard_details
 
 # -- paraphrase still merges -----------------------------------------------------------------
@@ -118,9 +120,9 @@ def test_headings_compare_every_word_both_ways(a: str, b: str) -> None:
 
 
 def test_code_line_kinds() -> None:
-    kinds = cw.code_line_kinds(pl.Series(["$ make", "built", "# why", "> out"]))
+    kinds = code_lines.code_line_kinds(pl.Series(["$ make", "built", "# why", "> out"]))
     assert kinds.to_list() == ["command", "output", "comment", "output"]
-    plain = cw.code_line_kinds(pl.Series(["make", "// note", "make install"]))
+    plain = code_lines.code_line_kinds(pl.Series(["make", "// note", "make install"]))
     assert plain.to_list() == ["command", "comment", "command"]
 
 
@@ -164,7 +166,7 @@ def test_signature_kinds_sorted_after_facts() -> None:
     sig = fact_signatures(pl.Series(["Enable tracing on 3 hosts"]))[0].to_list()
     kinds = [v >> int(KIND_SHIFT) for v in sig]
     assert kinds == sorted(kinds)
-    assert cw.CONTENT in kinds and 1 in kinds  # the number and the content words
+    assert fact_tables.CONTENT in kinds and 1 in kinds  # the number and the content words
 
 
 def test_a_negation_is_one_fact_in_every_script() -> None:

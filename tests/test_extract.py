@@ -565,7 +565,7 @@ def test_a_named_pipe_is_refused_never_read(tmp_path: Path) -> None:
     """Opening a named pipe waits for a writer: a pipe among the documents (or given alone)
     is refused by name, or skipped with skip_bad_files, and never opened, not even to record
     its hash for a later --update. Before, the run hung."""
-    from arrowdedup.extract.core import discover_files
+    from arrowdedup.extract.discover import discover_files
     from arrowdedup.store.source_files import file_records
 
     write(tmp_path / "good.md", "fine\n")

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from arrowdedup import DedupConfig, IngestionConfig, ingest
 from arrowdedup.dedup import kernels
-from arrowdedup.facts.guard import conflict_reasons, lone_rows
+from arrowdedup.facts.guard import conflict_reasons
+from arrowdedup.facts.lone import lone_rows
 from arrowdedup.facts.tables import (
     CODE,
     DATE,

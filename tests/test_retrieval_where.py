@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from arrowdedup import DedupConfig, InputError, ingest, open_store, search, write_store
 from arrowdedup.cli import app
-from arrowdedup.retrieval.search import filter_rows
+from arrowdedup.retrieval.where import filter_rows
 
 runner = CliRunner()
 DIM = 8

@@ -18,7 +18,8 @@ from test_kernels import random_table
 from arrowdedup import StoreError, ingest, open_store, write_store
 from arrowdedup.arrays.scratch import ScratchPool
 from arrowdedup.store import atomic
-from arrowdedup.store.writer import checksum_file, write_data_file
+from arrowdedup.store.encode import write_data_file
+from arrowdedup.store.integrity import checksum_file
 
 
 def corpus(seed: int = 0, docs: int = 12) -> pl.DataFrame:
@@ -270,12 +271,12 @@ def test_large_tables_written_through_a_window_match_an_image(
     """A table past WINDOWED_MIN_BYTES is written window by window: the same bytes and the
     same manifest entry (checksum, size, block digests) as the whole image gives, where
     O_DIRECT is taken, refused on open or refused on the first write."""
-    from arrowdedup.store import writer
+    from arrowdedup.store import encode
 
     vectors = np.random.default_rng(rows).standard_normal((rows, 384), dtype=np.float32)
     table = pa.table({"embedding": pa.FixedSizeListArray.from_arrays(
         pa.array(vectors.reshape(-1)), 384), "n": np.arange(rows)})
-    expected = writer.write_data_entry(tmp_path / "image.arrow", table)
+    expected = encode.write_data_entry(tmp_path / "image.arrow", table)
     direct = getattr(os, "O_DIRECT", 0)
     real_open, real_write = os.open, os.write
 
@@ -294,14 +295,14 @@ def test_large_tables_written_through_a_window_match_an_image(
     if refuse == "write" and direct:
         monkeypatch.setattr(os, "write", refuse_write)
     # A small window, so a file spans several of them and ends mid-window.
-    monkeypatch.setattr(writer, "DIRECT_MIN_BYTES", 0)
-    monkeypatch.setattr(writer, "WINDOWED_MIN_BYTES", 0)
-    monkeypatch.setattr(writer, "WINDOW_BYTES", 4 * atomic.DIRECT_BLOCK * 64)
+    monkeypatch.setattr(encode, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(encode, "WINDOWED_MIN_BYTES", 0)
+    monkeypatch.setattr(encode, "WINDOW_BYTES", 4 * atomic.DIRECT_BLOCK * 64)
     windows: list[atomic.WindowedFile] = []
-    monkeypatch.setattr(writer, "WindowedFile", lambda *a: windows.append(
+    monkeypatch.setattr(encode, "WindowedFile", lambda *a: windows.append(
         atomic.WindowedFile(*a)) or windows[-1])
     pool = ScratchPool(min_bytes=0)
-    entry = writer.write_data_entry(tmp_path / "windowed.arrow", table, pool)
+    entry = encode.write_data_entry(tmp_path / "windowed.arrow", table, pool)
     monkeypatch.undo()
     assert len(windows) == 1 and windows[0].closed
     assert (tmp_path / "windowed.arrow").read_bytes() == \

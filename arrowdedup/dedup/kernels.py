@@ -85,7 +85,7 @@ def lone_of(order: np.ndarray, offsets: np.ndarray, fact_offsets: np.ndarray,
     """:func:`arrowdedup.facts.guard.lone_rows` under the guard, else no row is lone."""
     if not guard:
         return np.zeros(fact_modes.shape[0], dtype=bool)
-    from ..facts.guard import lone_rows
+    from ..facts.lone import lone_rows
 
     return lone_rows(order, offsets, fact_offsets, fact_values, fact_modes)
 

@@ -4,8 +4,8 @@
 
 ``extract(paths)`` returns the segments table; ``extract_documents(paths)`` returns an
 :class:`ExtractResult` that also lists the files skipped with ``skip_bad_files`` (for the store
-manifest) and the stage timings. One module per format; :mod:`.core` finds the files and
-assembles the table.
+manifest) and the stage timings. One module per format; :mod:`.discover` finds the files,
+:mod:`.reading` reads and parses them, :mod:`.core` assembles the table.
 
 Names load on first use (PEP 562): the CLI reads :mod:`.limits` for every command's options,
 and a command that reads no documents (``search``, ``context``, ``--help``) must not pay for
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 from .. import _lazy
 
 _EXPORTS = {
-    "EXTENSIONS": "core",
+    "EXTENSIONS": "discover",
     "SCHEMA": "core",
     "ExtractLimits": "limits",
     "ExtractResult": "core",
     "KeyColumns": "core",
     "SkippedFile": "core",
-    "compile_language_pattern": "core",
+    "compile_language_pattern": "discover",
     "extract": "core",
     "extract_documents": "core",
 }
@@ -50,14 +50,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .core import (
-        EXTENSIONS,
-        SCHEMA,
-        ExtractResult,
-        KeyColumns,
-        SkippedFile,
-        compile_language_pattern,
-        extract,
-        extract_documents,
-    )
+    from .core import SCHEMA, ExtractResult, KeyColumns, SkippedFile, extract, extract_documents
+    from .discover import EXTENSIONS, compile_language_pattern
     from .limits import ExtractLimits

@@ -12,15 +12,10 @@ import dataclasses
 import datetime as dt
 import itertools
 import logging
-import os
-import pickle
 import re
-import stat
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,49 +26,30 @@ from ..facts.guard import fact_signatures
 from ..facts.tables import FACT_COLUMN
 from ..schema import validate
 from .blocks import ParsedDoc
-from .html import parse_html
-from .isolated import Task, run_isolated
-from .limits import ExtractLimits, mb, over_limit
-from .markdown import parse_markdown
+from .discover import (
+    EXTENSIONS,
+    DocumentFile,
+    PathsInput,
+    claim,
+    claim_id,
+    discover_files,
+    language_matcher,
+    path_matcher,
+    printable,
+)
+from .limits import ExtractLimits
 from .passthrough import read_jsonl, read_parquet
+from .reading import PARSERS, parse_all, read_bytes, read_isolated
 from .sheets import SHEET_FORMATS
 from .tabular import TableRows
-from .text import parse_text
 
 log = logging.getLogger(__name__)
 
-#: File extension → format (also the ``doc_type`` of what it yields, except passthrough).
-EXTENSIONS: dict[str, str] = {
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".txt": "text",
-    ".html": "html",
-    ".htm": "html",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".jsonl": "jsonl",
-    ".parquet": "parquet",
-    ".pdf": "pdf",
-    ".xlsx": "xlsx",
-    ".xlsm": "xlsm",
-    ".xls": "xls",
-    ".ods": "ods",
-}
-_PARSERS: dict[str, Callable[[str, str], ParsedDoc]] = {
-    "markdown": parse_markdown,
-    "html": parse_html,
-    "text": parse_text,
-}
 _PASSTHROUGH = frozenset({"jsonl", "parquet"})
-_SKIP_HINT = "or skip it with --skip-bad-files (skip_bad_files=True)"
 # The way out a refusal offers ("…, or skip it with --skip-bad-files"), in any extractor's
 # words: a file that was skipped under that flag is not told to use it.
 _SKIP_HINT_RE = re.compile(r"[,;:]?\s*\bor\s+(?:skip|leave)\s+(?:it|the\s+file)(?:\s+out)?\s+"
                            r"with\s+--skip-bad-files(?:\s*\(skip_bad_files=True\))?")
-# Below this much Markdown/HTML/text, starting worker interpreters (~1-2 s) costs more than
-# it saves (the parsers run at ~1 MB/s per core).
-_PARALLEL_MIN_BYTES = 4 << 20
-
 #: Columns of an extracted table, in order, with their types.
 SCHEMA: dict[str, pl.DataType] = {
     "doc_id": pl.String(),
@@ -98,9 +74,6 @@ SCHEMA: dict[str, pl.DataType] = {
     # SPEC §2 step 4's fact guard reads it (arrowdedup.facts.guard); computed here once.
     "fact_signature": pl.List(pl.UInt64),
 }
-
-PathsInput = str | Path | Sequence[str | Path]
-
 
 @dataclasses.dataclass(frozen=True)
 class SkippedFile:
@@ -218,28 +191,6 @@ def external_link_lines(links: Sequence[str], limit: int = 5) -> list[str]:
     return lines
 
 
-@dataclasses.dataclass(frozen=True)
-class _File:
-    path: Path  # as reached from the argument, for reading and messages
-    absolute: Path
-    base: Path  # the root its ``rel`` is relative to (absolute)
-    rel: str  # posix path relative to the root
-    fmt: str
-    size: int = 0
-    # Why the file cannot be taken, found before it is opened (a named pipe, socket or
-    # device: reading a pipe waits for a writer that may never come; a name that is not
-    # UTF-8, which no doc_id can hold); refused (or skipped) by name instead. None: fine.
-    problem: str | None = None
-
-    @property
-    def doc_id(self) -> str:
-        return str(PurePosixPath(self.rel).with_suffix(""))
-
-    @property
-    def display(self) -> str:
-        return str(self.path)
-
-
 def extract(
     paths: PathsInput,
     *,
@@ -314,8 +265,8 @@ def extract_documents(
         raise ConfigError(f"neighbours must be >= 0, got {neighbours}; pass 0 to disable them")
     started = time.perf_counter()
     keys = _key_columns(key_columns)
-    matcher = _language_matcher(language_from_path)
-    versioner = _path_matcher(doc_version_from_path, "version")
+    matcher = language_matcher(language_from_path)
+    versioner = path_matcher(doc_version_from_path, "version")
     limits = limits or ExtractLimits()
     unsupported: list[str] = []
     external: list[str] = []
@@ -324,11 +275,11 @@ def extract_documents(
     timings = {"discover": time.perf_counter() - started}
 
     tick = time.perf_counter()
-    documents = [f for f in files if f.fmt in _PARSERS and f.problem is None]
-    parsed = _parse_all(documents, workers)
+    documents = [f for f in files if f.fmt in PARSERS and f.problem is None]
+    parsed = parse_all(documents, workers)
     table_files = [f for f in files if (f.fmt in SHEET_FORMATS or f.fmt in ("csv", "tsv"))
                    and f.problem is None]
-    read, tables_read = _read_isolated(
+    read, tables_read = read_isolated(
         [f for f in files if f.fmt == "pdf" and f.problem is None], table_files, workers,
         limits,
         {"key_columns": keys, "detect_keys": detect_keys})
@@ -337,7 +288,7 @@ def extract_documents(
 
     tick = time.perf_counter()
     chunks: list[pl.DataFrame] = []
-    pending: list[tuple[_File, ParsedDoc, str | None]] = []
+    pending: list[tuple[DocumentFile, ParsedDoc, str | None]] = []
     done: list[str] = []
     skipped: list[SkippedFile] = []
     claimed: dict[str, str] = {}
@@ -345,7 +296,7 @@ def extract_documents(
     keys_seen: set[str] = set()
     any_language = False
 
-    def add_table(doc: _File, doc_id: str, answer: dict[str, Any],
+    def add_table(doc: DocumentFile, doc_id: str, answer: dict[str, Any],
                   language: str | None) -> None:
         table = TableRows(answer["rows"], answer["summary"], tuple(answer["key_columns"]),
                           answer["key_source"])
@@ -369,15 +320,15 @@ def extract_documents(
                 flush()
                 frame = (
                     read_parquet(file.path, file.display) if file.fmt == "parquet"
-                    else read_jsonl(_read_bytes(file.path, file.display), file.display)
+                    else read_jsonl(read_bytes(file.path, file.display), file.display)
                 )
                 any_language |= "language" in frame.columns
                 chunks.append(frame)
-            elif file.fmt in _PARSERS or file.fmt == "pdf":
+            elif file.fmt in PARSERS or file.fmt == "pdf":
                 outcome = parsed[file.absolute]
                 if isinstance(outcome, str):
                     raise InputError(outcome)
-                _claim(claimed, file)
+                claim(claimed, file)
                 language = outcome.language or (matcher(file) if matcher else None)
                 any_language |= language is not None
                 pending.append((file, outcome, language))
@@ -385,7 +336,7 @@ def extract_documents(
                 answer = tables_read[file.absolute]
                 if "error" in answer:
                     raise InputError(str(answer["error"]))
-                _claim(claimed, file)
+                claim(claimed, file)
                 flush()
                 language = matcher(file) if matcher else None
                 any_language |= language is not None
@@ -393,7 +344,7 @@ def extract_documents(
                     doc_id = file.doc_id
                     if table["sheet"] is not None:
                         doc_id = f"{file.doc_id}#{table['sheet']}"
-                        _claim_id(claimed, doc_id, file)
+                        claim_id(claimed, doc_id, file)
                     add_table(file, doc_id, table, language)
             done.append(file.rel)
         except ArrowDedupError as err:
@@ -448,64 +399,8 @@ def with_content_hash(segments: pl.DataFrame) -> pl.DataFrame:
     return segments.with_columns(hashes)
 
 
-def _read_isolated(
-    pdfs: list[_File], tables: list[_File], workers: int | None, limits: ExtractLimits,
-    options: dict[str, Any],
-) -> tuple[dict[Path, ParsedDoc | str], dict[Path, dict[str, Any]]]:
-    """PDFs, workbooks and CSV/TSV files in worker processes (always: a native crash, a hang
-    or a memory blow-up must cost that file, not the run); the PDFs as parsed documents (or
-    their error), the tables as :func:`.table_worker.read_table` answers."""
-    if not pdfs and not tables:
-        return {}, {}
-    pdf_module = str(Path(__file__).with_name("pdflayout.py"))
-    tasks = [Task(pdf_module, "parse_pdf", (str(f.path), f.display), f.display,
-                  "the PDF parser") for f in pdfs]
-    worker_options = {**options, "limits": dataclasses.asdict(limits)}
-    for f in tables:
-        sheet = f.fmt in SHEET_FORMATS
-        tasks.append(Task(
-            "arrowdedup.extract.table_worker", "read_table",
-            (str(f.path), f.display, f.fmt, f.doc_id, None, worker_options), f.display,
-            "the spreadsheet reader" if sheet else f"the {f.fmt.upper()} reader",
-            prepare=None if sheet else _text_task(f, limits, worker_options)))
-    count = max(1, workers) if workers is not None else min(_cpu_count(), 8)
-    answers = run_isolated(tasks, count, limits)
-    out: dict[Path, ParsedDoc | str] = {}
-    for file, answer in zip(pdfs, answers, strict=False):
-        if "error" in answer:
-            out[file.absolute] = str(answer["error"])
-            continue
-        doc = ParsedDoc()
-        doc.texts = list(answer["texts"])
-        doc.types = list(answer["types"])
-        doc.sections = list(answer["sections"])
-        doc.levels = list(answer["levels"])
-        doc.runs = list(answer["runs"])
-        doc.pages_start = list(answer["page_start"])
-        doc.pages_end = list(answer["page_end"])
-        doc.title = next((t for t, ty, lv in zip(doc.texts, doc.types, doc.levels,
-                                                 strict=True)
-                          if ty == "heading" and lv == 1), None)
-        out[file.absolute] = doc
-    return out, {f.absolute: a for f, a in zip(tables, answers[len(pdfs):], strict=True)}
-
-
-def _text_task(file: _File, limits: ExtractLimits,
-               options: dict[str, Any]) -> Callable[[], tuple[Any, ...]]:
-    """Read and decode a CSV/TSV file for its worker (after checking its size)."""
-
-    def prepare() -> tuple[Any, ...]:
-        if file.size > limits.max_text_bytes:
-            raise InputError(over_limit(file.display, f"the file holds {mb(file.size)} of text",
-                                        "max_text_bytes", mb(limits.max_text_bytes)))
-        text = _decode(_read_bytes(file.path, file.display), file.display)
-        return (str(file.path), file.display, file.fmt, file.doc_id, text, options)
-
-    return prepare
-
-
-def _with_versions(segments: pl.DataFrame, files: list[_File],
-                   versioner: Callable[[_File], str | None],
+def _with_versions(segments: pl.DataFrame, files: list[DocumentFile],
+                   versioner: Callable[[DocumentFile], str | None],
                    claimed: dict[str, str] | None = None) -> pl.DataFrame:
     """``doc_version`` per document from its path (null where the pattern does not match);
     ``claimed`` (doc_id → file path) adds the documents a file splits into (workbook sheets)."""
@@ -529,368 +424,10 @@ def _key_columns(key_columns: Sequence[str] | str | None) -> list[str] | None:
     return names or None
 
 
-def _is_utf8(name: str) -> bool:
-    """False for a name holding bytes that are not UTF-8 (Python keeps them as surrogates)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def skipped_reason(err: BaseException | str) -> str:
     """Why a file was skipped under ``skip_bad_files``: the refusal without its hint to skip
     the file with --skip-bad-files, which the run was given."""
     return _SKIP_HINT_RE.sub("", str(err))
-
-
-def printable(path: Path | str) -> str:
-    """``path`` with bytes that are not UTF-8 shown as ``\\xff`` escapes (a message holding
-    the raw surrogates could not even be printed)."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def _read_bytes(path: Path, display: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise InputError(
-            f"cannot read {display}: {err.strerror or err}; check that the file exists "
-            f"and is readable, {_SKIP_HINT}"
-        ) from err
-
-
-def _decode(data: bytes, display: str) -> str:
-    """UTF-8 text (a BOM dropped), with every line ending turned into "\\n"."""
-    if _looks_binary(data):
-        raise InputError(
-            f"{display} is a binary file, not text (it holds NUL or control bytes); it cannot "
-            f"be extracted as its extension says: remove it from the input, {_SKIP_HINT}"
-        )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(
-            f"{display} is not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start}); "
-            f"re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8), {_SKIP_HINT}"
-        ) from err
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
-
-
-_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13))
-
-
-def _looks_binary(data: bytes) -> bool:
-    """NUL in the first 8 KiB, or more than 10 % control bytes: an image, an archive, a
-    compiled file, not text in some other encoding."""
-    head = data[:8192]
-    if not head:
-        return False
-    if b"\0" in head:
-        return True
-    return len(head) - len(head.translate(None, _CONTROL)) > 0.1 * len(head)
-
-
-def _parse_one(task: tuple[str, str, str]) -> ParsedDoc | str:
-    """Parse one document; an error comes back as its message (cheap to send across)."""
-    path, display, fmt = task
-    try:
-        return _PARSERS[fmt](_decode(_read_bytes(Path(path), display), display), display)
-    except ArrowDedupError as err:
-        return str(err)
-    except RecursionError:
-        return f"{display}: the document is nested too deeply to extract; {_SKIP_HINT}"
-
-
-def _parse_all(files: list[_File], workers: int | None) -> dict[Path, ParsedDoc | str]:
-    tasks = [(str(f.path), f.display, f.fmt) for f in files]
-    if workers is not None:
-        count = max(1, workers)
-    elif sum(f.size for f in files) >= _PARALLEL_MIN_BYTES:
-        count = min(_cpu_count(), 8)
-    else:
-        count = 1
-    count = min(count, len(tasks))
-    results = _parse_in_subprocesses(tasks, count) if count > 1 else None
-    if results is None:
-        results = [_parse_one(t) for t in tasks]
-    return {f.absolute: r for f, r in zip(files, results, strict=True)}
-
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _parse_in_subprocesses(
-    tasks: list[tuple[str, str, str]], count: int
-) -> list[ParsedDoc | str] | None:
-    """Parse ``tasks`` in ``count`` fresh interpreters (``python -c``), results in task order.
-
-    Plain subprocesses rather than multiprocessing: ``spawn`` re-imports the caller's main
-    module (a script without a ``__main__`` guard would run again in every worker) and
-    ``fork`` is unsafe once Polars or Numba have started threads. Returns ``None`` when the
-    workers cannot run, and the caller parses in this process instead.
-    """
-    package_parent = str(Path(__file__).resolve().parent.parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (package_parent, env.get("PYTHONPATH", "")) if p
-    )
-    shares = [tasks[i::count] for i in range(count)]
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for share in shares:
-            # Out of the terminal's process group: a Ctrl-C reaches only the parent, which
-            # kills the workers. (A worker still starting its interpreter cannot ignore
-            # SIGINT yet, and printed "Fatal Python error" when one landed then.)
-            proc = subprocess.Popen(
-                [sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                env=env, start_new_session=True,
-            )
-            procs.append(proc)
-            assert proc.stdin is not None
-            proc.stdin.write(pickle.dumps(share, protocol=pickle.HIGHEST_PROTOCOL))
-            proc.stdin.close()
-        outputs = []
-        for proc in procs:
-            assert proc.stdout is not None
-            outputs.append(proc.stdout.read())
-            proc.stdout.close()
-            proc.wait()
-    except OSError as err:
-        for proc in procs:
-            proc.kill()
-        log.warning("parallel extraction unavailable (%s); parsing in this process", err)
-        return None
-    except BaseException:  # Ctrl-C: no worker outlives the run
-        for proc in procs:
-            proc.kill()
-        raise
-    results: list[ParsedDoc | str] = [""] * len(tasks)
-    for i, (proc, output) in enumerate(zip(procs, outputs, strict=True)):
-        part: list[ParsedDoc | str] | None = None
-        if proc.returncode == 0:
-            try:
-                part = pickle.loads(output)  # our own worker's output: trusted
-            except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-                part = None
-        if part is None or len(part) != len(shares[i]):
-            log.warning("an extraction worker failed (exit %s); parsing its files here",
-                        proc.returncode)
-            part = [_parse_one(t) for t in shares[i]]
-        results[i::count] = part
-    return results
-
-
-# The worker: read the pickled tasks on stdin, write the pickled results on stdout.
-_WORKER = (
-    # The parent handles Ctrl-C (and kills its workers): a worker must not print a traceback.
-    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-    # And a worker dies with its parent (PR_SET_PDEATHSIG, Linux).
-    "import sys\nif sys.platform.startswith('linux'):\n"
-    " try:\n  import ctypes; ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
-    " except Exception:\n  pass\n"
-    "import pickle, sys; from arrowdedup.extract.core import _parse_one; "
-    "tasks = pickle.load(sys.stdin.buffer); "
-    "pickle.dump([_parse_one(t) for t in tasks], sys.stdout.buffer, pickle.HIGHEST_PROTOCOL)"
-)
-
-
-def _claim(claimed: dict[str, str], file: _File) -> None:
-    """Refuse a second file whose path maps to an existing ``doc_id`` (``a.md``, ``a.txt``)."""
-    _claim_id(claimed, file.doc_id, file)
-
-
-def _claim_id(claimed: dict[str, str], doc_id: str, file: _File) -> None:
-    other = claimed.get(doc_id)
-    if other is not None:
-        raise InputError(
-            f"{file.display} and {other} both map to doc_id {doc_id!r} (the path without "
-            f"its extension); rename one, or extract them separately, {_SKIP_HINT}"
-        )
-    claimed[doc_id] = file.rel
-
-
-def discover_files(paths: PathsInput, root: str | Path | None,
-              unsupported: list[str] | None = None, *, external: list[str] | None = None,
-              follow_external_symlinks: bool = False) -> list[_File]:
-    """Every supported file under ``paths``, once, sorted by path relative to its root; the
-    folder files of other types are appended to ``unsupported`` (hidden ones are not).
-
-    A symbolic link inside a folder that points outside it (a file, or a folder) is neither
-    read nor walked, but appended to ``external``, unless ``follow_external_symlinks``: a
-    folder of documents from elsewhere must not read ``~/.ssh`` through a link. A link
-    named as an argument is the caller's choice and is followed."""
-    args = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    if not args:
-        raise InputError("no input paths given; pass document files or folders")
-    root_abs = Path(os.path.abspath(root)) if root is not None else None
-    if root_abs is not None and not root_abs.is_dir():
-        raise InputError(f"root {root} is not a folder; pass the folder the doc_ids start from")
-    found: dict[Path, _File] = {}
-
-    def add(path: Path, base: Path, fmt: str) -> None:
-        absolute = Path(os.path.abspath(path))
-        if absolute in found:
-            return
-        try:
-            rel = absolute.relative_to(base).as_posix()
-        except ValueError as err:
-            raise InputError(
-                f"{path} is not inside the root {root}; pass a root that contains every input"
-            ) from err
-        try:
-            st = path.stat()
-            size, regular = st.st_size, stat.S_ISREG(st.st_mode)
-        except OSError:
-            size, regular = 0, True  # unreadable: reported when it is read
-        problem = None
-        if not _is_utf8(rel):
-            problem = (f"{printable(path)}: the file name is not valid UTF-8, so no doc_id can "
-                       "hold it: rename the file (e.g. convmv -f latin1 -t utf8 --notest), "
-                       f"{_SKIP_HINT}")
-        elif not regular:
-            problem = (f"{path} is not a regular file (a named pipe, socket or device), so "
-                       f"reading it could wait forever: remove it from the input, {_SKIP_HINT}")
-        found[absolute] = _File(path, absolute, base, rel, fmt, size, problem)
-
-    for arg in args:
-        path = Path(arg)
-        if path.is_dir():
-            base = root_abs or Path(os.path.abspath(path))
-            inside = os.path.realpath(path)
-            visited: set[str] = set()
-
-            def outside(entry: str, inside: str = inside) -> bool:
-                target = os.path.realpath(entry)
-                return target != inside and not target.startswith(inside.rstrip(os.sep) + os.sep)
-
-            for dirpath, dirnames, filenames in os.walk(path, followlinks=True):
-                visited.add(os.path.realpath(dirpath))
-                keep = []
-                for d in sorted(d for d in dirnames if not d.startswith(".")):
-                    entry = os.path.join(dirpath, d)
-                    if os.path.islink(entry):
-                        if not outside(entry):
-                            continue  # walked where it points (as before: not twice)
-                        if not follow_external_symlinks:
-                            if external is not None:
-                                external.append(_relative_name(entry, base))
-                            continue
-                        if os.path.realpath(entry) in visited:
-                            continue  # a loop
-                    keep.append(d)
-                dirnames[:] = keep
-                for name in sorted(filenames):
-                    if name.startswith("."):
-                        continue
-                    entry = os.path.join(dirpath, name)
-                    if not follow_external_symlinks and os.path.islink(entry) \
-                            and outside(entry):
-                        if external is not None:
-                            external.append(_relative_name(entry, base))
-                        continue
-                    fmt = EXTENSIONS.get(os.path.splitext(name)[1].lower())
-                    if fmt is not None:
-                        add(Path(dirpath) / name, base, fmt)
-                    elif unsupported is not None:
-                        unsupported.append(Path(os.path.relpath(
-                            os.path.abspath(Path(dirpath) / name), base)).as_posix())
-        elif path.exists() or path.is_symlink():
-            fmt = EXTENSIONS.get(path.suffix.lower())
-            if fmt is None:
-                raise InputError(
-                    f"{path}: unknown document type {path.suffix or '(no extension)'!r}; "
-                    f"supported: {', '.join(EXTENSIONS)}; convert or rename the file"
-                )
-            add(path, root_abs or Path(os.path.abspath(path.parent)), fmt)
-        else:
-            raise InputError(f"input {path} does not exist; check the path")
-    if not found:
-        raise InputError(
-            f"no documents found in {', '.join(str(a) for a in args)}; supported extensions: "
-            f"{', '.join(EXTENSIONS)} (hidden files and folders are ignored)"
-        )
-    return sorted(found.values(), key=lambda f: (f.rel, str(f.absolute)))
-
-
-def _relative_name(entry: str, base: Path) -> str:
-    return printable(Path(os.path.relpath(os.path.abspath(entry), base)).as_posix())
-
-
-def compile_language_pattern(pattern: str) -> re.Pattern[str]:
-    """``content/{lang}/**`` → a regex with a ``lang`` group, matching a whole posix path.
-
-    ``**`` is any number of folders, ``*`` any name part, ``?`` one character.
-    """
-    return compile_path_pattern(pattern, "lang")
-
-
-_EXAMPLES = {"lang": "content/{lang}/**", "version": "docs/v{version}/**"}
-
-
-def compile_path_pattern(pattern: str, field: str) -> re.Pattern[str]:
-    """A path pattern with one ``{field}`` placeholder → a regex with that named group
-    (``{version}`` takes the rest of one folder or file name: ``v{version}`` on ``v3.10``)."""
-    placeholder = "{" + field + "}"
-    if pattern.count(placeholder) != 1:
-        kind = "language" if field == "lang" else field
-        raise ConfigError(
-            f"{kind} pattern {pattern!r} must contain {placeholder} exactly once, "
-            f"e.g. {_EXAMPLES.get(field, '{' + field + '}/**')!r}"
-        )
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith(placeholder, i):
-            out.append(rf"(?P<{field}>[^/]+)")
-            i += len(placeholder)
-        elif pattern.startswith("**/", i):
-            out.append(r"(?:[^/]+/)*")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(r".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append(r"[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append(r"[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out))
-
-
-def _language_matcher(pattern: str | None) -> Callable[[_File], str | None] | None:
-    return _path_matcher(pattern, "lang")
-
-
-def _path_matcher(pattern: str | None, field: str) -> Callable[[_File], str | None] | None:
-    if not pattern:
-        return None
-    regex = compile_path_pattern(pattern.strip().lstrip("/"), field)
-
-    def match(file: _File) -> str | None:
-        # The path relative to the root first, then to each parent of the root in turn.
-        parents = file.base.parts[1:]
-        for depth in range(len(parents) + 1):
-            prefix = "/".join(parents[len(parents) - depth:])
-            candidate = f"{prefix}/{file.rel}" if prefix else file.rel
-            found = regex.fullmatch(candidate)
-            if found:
-                return found.group(field)
-        return None
-
-    return match
 
 
 def _timestamp_us(value: dt.datetime | None) -> int | None:
@@ -906,7 +443,7 @@ def _doc_level(values: list[Any], dtype: pl.DataType, index: np.ndarray) -> pl.S
     return pl.Series(values, dtype=dtype).gather(index)
 
 
-def _documents_chunk(pending: list[tuple[_File, ParsedDoc, str | None]]) -> pl.DataFrame:
+def _documents_chunk(pending: list[tuple[DocumentFile, ParsedDoc, str | None]]) -> pl.DataFrame:
     """Parsed documents as one frame: per-segment lists concatenated, per-doc values gathered."""
     docs = [d for _, d, _ in pending]
     counts = np.array([len(d.texts) for d in docs], dtype=np.int64)
@@ -940,7 +477,7 @@ def _documents_chunk(pending: list[tuple[_File, ParsedDoc, str | None]]) -> pl.D
     return _finish(frame)
 
 
-def _table_chunk(file: _File, doc_id: str, table: TableRows,
+def _table_chunk(file: DocumentFile, doc_id: str, table: TableRows,
                  language: str | None) -> pl.DataFrame:
     """One ``table_row`` per row, then the summary segment (last, so row ids stay
     ``{doc_id}#{row}``)."""

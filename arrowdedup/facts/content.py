@@ -59,10 +59,15 @@ import polars as pl
 from ..arrays.hashing import _buffers
 from ..jit import interpreted
 from . import tables as fact_tables
+from .code_lines import code_facts
 from .function_words import BY_LANGUAGE, DEFAULT_LANGUAGE
+from .tables import (
+    ORDER,
+    ORDER_WORDS,
+    STEMMERS,
+    SYNONYM_OF,
+)
 
-# Kinds of the signature beyond the facts (top four bits of a value; see fact_tables.KIND_NAMES).
-CONTENT, ROLE, ORDER, LEAD, CODE_COMMAND, CODE_NOTE = 8, 10, 11, 12, 13, 14
 # A lead-in's token (kind LEAD, its text's form below): a text that introduces the list,
 # table or code after it (section_facts.LEAD_IN; facts._lead_part).
 KIND_SHIFT = int(fact_tables.KIND_SHIFT)
@@ -75,99 +80,6 @@ ROLE_HASH_BITS = (1 << ROLE_PAIR_SHIFT) - 1
 NEGATED = (1 << 15) - 1
 # Inside an order value: bit 59 set on the reversed relation.
 ORDER_REVERSED_BIT = 59
-
-# Snowball stemmers (PyStemmer) by list language; languages without one are not stemmed.
-STEMMERS = {"en": "english", "es": "spanish", "pt": "portuguese", "fr": "french",
-            "de": "german", "it": "italian", "nl": "dutch", "pl": "polish",
-            "ro": "romanian", "ru": "russian"}
-
-# True synonyms and spelling variants, folded to the first word of their group before
-# stemming. Each group names words a reader takes for the same word in any context; words with
-# a second common sense are left out.
-SYNONYMS = """
-need needs needed require requires required requirement requirements necessary essential
-utilize utilise utilizes utilises utilized utilised employ
-big large huge
-every each
-next following
-begin begins began begun beginning start starts started starting
-create creates created creating produce produces produced producing generate generates generated
-billion bn
-million mn
-small little tiny
-kid kids child children
-woman women lady ladies
-man men guy guys
-photo photos picture pictures image images
-bike bikes bicycle bicycles
-plane planes airplane airplanes aeroplane aircraft
-car cars automobile automobiles
-jump jumps jumped jumping leap leaps leaped leaping
-quit quits resign resigns resigned
-hurt injured injures injure
-fast quick rapid
-buy buys bought purchase purchases purchased
-choose chooses chose chosen select selects selected pick picks picked
-modify modifies modified change changes changed alter alters altered
-show shows showed shown display displays displayed
-help helps helped assist assists assisted
-app apps application applications
-config configs configuration configurations
-repo repos repository repositories
-info information
-docs doc documentation
-env envs environment environments
-dir dirs directory directories folder folders
-param params parameter parameters
-arg args argument arguments
-auth authentication
-db dbs database databases
-spec specs specification specifications
-k8s kubernetes
-gray grey
-color colour colors colours
-center centre
-behavior behaviour behaviors behaviours
-license licence
-""".strip().splitlines()
-# Irregular English verb forms the stemmer cannot see, folded to the base form.
-IRREGULAR = """
-run ran
-build built
-write wrote written
-make made
-take took taken
-go went gone
-find found
-give gave given
-keep kept
-leave left
-hold held
-begin began begun
-know knew known
-see saw seen
-think thought
-bring brought
-buy bought
-pay paid
-say said
-tell told
-do did done
-mean meant
-spend spent
-lead led
-feel felt
-meet met
-understand understood
-become became
-grow grew grown
-draw drew drawn
-""".strip().splitlines()
-_SYNONYM_OF = {w: group.split()[0] for group in (*SYNONYMS, *IRREGULAR) for w in group.split()}
-
-# Order words: a relation whose two sides may not swap.
-ORDER_WORDS = {"over": "over", "than": "than", "instead": "instead", "vs": "vs",
-               "versus": "vs", "→": "→", "->": "→", "=>": "→", "⇒": "→", "⟶": "→"}
 
 # Markup that is layout wherever it stands (SPEC §2): Hugo shortcodes and HTML tags of text
 # (a placeholder such as ``<dir>`` is not a tag: it is the scanner's identifier).
@@ -213,7 +125,7 @@ def stem_words(words: list[str], lang: str) -> list[str]:
     """Lower-case ``words`` folded to their synonym group's first word (or, for a word of the
     closed list of opposites, to its side's first form: ``sent`` = ``send``), then stemmed."""
     polar = fact_tables.POLAR_WORDS
-    folded = [_SYNONYM_OF.get(w) or polar.get(w, w) for w in words]
+    folded = [SYNONYM_OF.get(w) or polar.get(w, w) for w in words]
     stemmer = _stemmer(lang)
     if stemmer is None:
         return folded
@@ -532,55 +444,6 @@ def _order_tokens(rows: np.ndarray, before: np.ndarray, pivot: np.ndarray, after
             (rows, kind | np.uint64(1 << ORDER_REVERSED_BIT) | (backward & low))]
 
 
-# Code: comment lines and prompts (SPEC §2, "Code is compared by line").
-_COMMENT = r"^(?:#(?:[^!\w]|$)|//|--\s|/\*|\*/|\*\s|<!--|;|%\s|REM\s|rem\s)"
-_PROMPT = r"^(?:\$|%|>>>|\.\.\.|PS[^>]{0,40}>|[A-Za-z]:\\[^>]{0,80}>|❯)\s"
-
-
-def code_line_kinds(lines: pl.Series) -> pl.Series:
-    """For the lines of one code block: ``command``, ``comment`` or ``output``.
-
-    A comment line starts with a comment marker (``#``, ``//``, ``-- ``, ``/*``, ``<!--``,
-    ``;``). When the block has prompt lines (``$ ``, ``% ``, ``>>> ``, ``PS C:\\> ``), the
-    commands are the prompt lines and every other line is output; without a prompt, every line
-    that is not a comment is a command.
-    """
-    frame = pl.DataFrame({"line": lines}).with_columns(
-        s=pl.col("line").str.strip_chars_start())
-    return _line_kinds(frame, prompted=bool(frame.get_column("s").str.contains(_PROMPT).any())
-                       ).get_column("kind")
-
-
-def _line_kinds(frame: pl.DataFrame, prompted: bool | pl.Expr) -> pl.DataFrame:
-    prompt = pl.col("s").str.contains(_PROMPT)
-    comment = pl.col("s").str.contains(_COMMENT)
-    has_prompt = prompted if isinstance(prompted, pl.Expr) else pl.lit(prompted)
-    return frame.with_columns(
-        kind=pl.when(prompt).then(pl.lit("command"))
-        .when(comment).then(pl.lit("comment"))
-        .when(has_prompt).then(pl.lit("output"))
-        .otherwise(pl.lit("command")))
-
-
-def _code_facts(text: pl.Series, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    frame = pl.DataFrame({"row": rows, "line": text.str.split("\n")}).explode("line")
-    frame = frame.with_columns(s=pl.col("line").str.strip_chars())
-    frame = frame.filter(pl.col("s").str.len_bytes() > 0)
-    if frame.height == 0:
-        return []
-    frame = _line_kinds(frame, pl.col("s").str.contains(_PROMPT).any().over("row"))
-    frame = frame.with_columns(
-        # A prompt is layout; white space anywhere in a line is layout.
-        body=pl.col("s").str.replace(_PROMPT, "").str.replace_all(r"\s+", ""),
-    ).filter(pl.col("body").str.len_bytes() > 0)
-    if frame.height == 0:
-        return []
-    kinds = np.where(frame.get_column("kind").to_numpy() == "command", CODE_COMMAND, CODE_NOTE)
-    h = _hash(frame.get_column("body")) & np.uint64(LOW)
-    return [(frame.get_column("row").to_numpy(),
-             h | (kinds.astype(np.uint64) << np.uint64(KIND_SHIFT)))]
-
-
 CHUNK_BYTES = 8 << 20
 
 
@@ -666,7 +529,7 @@ def content_parts(text: pl.Series, *, segment_type: pl.Series | None,
         return _prose_parts(text, kinds, langs, prose_rows, threads)
 
     def code() -> list[tuple[np.ndarray, np.ndarray]]:
-        return _code_facts(text.gather(code_rows), code_rows.astype(np.int64))
+        return code_facts(text.gather(code_rows), code_rows.astype(np.int64))
 
     if threads < 2 or prose_rows.shape[0] == 0 or n < 4096:
         return [p for p in code() if p[0].shape[0]] + _prose_parts(text, kinds, langs,

@@ -23,6 +23,20 @@ import numpy as np
 
 from ..jit.runtime import numba
 from .scan_text_jit import decode_utf8, sort_unique
+from .words_jit import (
+    E_HASH,
+    E_LANG,
+    E_START,
+    E_STOP,
+    EMPTY,
+    ascii_word,
+    is_letter,
+    reserve,
+    same_word,
+    symbol_end,
+    word_end,
+    word_hash,
+)
 
 # The signature layout (:mod:`arrowdedup.facts.content`): the top four bits are the kind.
 _CONTENT_KIND = np.uint64(8 << 60)
@@ -34,160 +48,13 @@ _ROLE_HASH_BITS = np.uint64((1 << 44) - 1)
 _NEGATED = np.uint64((1 << 15) - 1)
 # Word classes (content_words._FUNCTION, ...): only these two are tested here.
 _NEGATION_WORD, _ORDER_WORD = 1, 2
-# An empty slot of the intern table, and the columns of its entries.
-_EMPTY = -1
-_E_START, _E_STOP, _E_LANG, _E_HASH = 0, 1, 2, 3
 # A row is interned in sections of this many bytes: words that start in one are at most this
 # many, which bounds the intern table's growth before the section (a 100 MB row included).
 _SECTION = 1 << 16
-# New entries an intern table takes before it must grow (it grows when half full).
-_TABLE_SLACK = 1024
-
-
-@numba.njit(inline="always")
-def _is_letter(cp: int, letters: np.ndarray) -> bool:
-    """A letter or mark of a script with case (below U+0800): ``content_words._TOKEN``'s
-    ``[\\p{L}\\p{M}&&[\\x{0}-\\x{7FF}]]``, as the regex engine's own table says."""
-    return cp < 0x800 and letters[cp] != 0
-
-
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _word_end(data: np.ndarray, i: int, e: int, letters: np.ndarray) -> int:
-    """End of the word starting at the letter at ``i``: letters, and an apostrophe (``'``,
-    ``’``) only when a letter follows it (``content_words._TOKEN``, greedy)."""
-    while i < e:
-        cp, ln = decode_utf8(data, i, e)
-        if _is_letter(cp, letters):
-            i += ln
-        elif cp == 0x27 or cp == 0x2019:
-            if i + ln >= e:
-                return i
-            cp2, ln2 = decode_utf8(data, i + ln, e)
-            if not _is_letter(cp2, letters):
-                return i
-            i += ln + ln2
-        else:
-            return i
-    return i
-
-
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
-def _symbol_end(data: np.ndarray, i: int, e: int, cp: int, ln: int) -> int:
-    """End of the arrow or comparison at ``i`` (code point ``cp`` of ``ln`` bytes), or ``i``
-    when none starts there: the alternatives of ``content_words._TOKEN`` after the word, in
-    their order (``->``, ``=>``, ``→⇒⟶``, ``!=``, ``==``, ``<=``, ``>=``, ``=<>≠≤≥``)."""
-    nxt = int(data[i + 1]) if i + 1 < e else 0
-    if cp == 0x2D:  # -
-        return i + 2 if nxt == 0x3E else i
-    if cp == 0x3D:  # =
-        return i + 2 if nxt == 0x3E or nxt == 0x3D else i + 1
-    if cp == 0x21:  # !
-        return i + 2 if nxt == 0x3D else i
-    if cp == 0x3C or cp == 0x3E:  # < >
-        return i + 2 if nxt == 0x3D else i + 1
-    if cp == 0x2192 or cp == 0x21D2 or cp == 0x27F6 or cp == 0x2260 or cp == 0x2264 or \
-            cp == 0x2265:  # → ⇒ ⟶ ≠ ≤ ≥
-        return i + ln
-    return i
-
-
-@numba.njit(inline="always")
-def _fnv_start(lang: int) -> int:
-    return (0x811C9DC5 ^ lang) & 0xFFFFFFFF
-
-
-@numba.njit(inline="always")
-def _fnv_step(h: int, b: int) -> int:
-    return ((h ^ b) * 0x01000193) & 0xFFFFFFFF
-
-
-@numba.njit(inline="always")
-def _hash(data: np.ndarray, s: int, e: int, lang: int) -> int:
-    """FNV-1a (32 bits) of a word's bytes and its language: the intern table's slot. Python
-    ints in the twin, int64 in Numba: the product stays below 2⁵⁷, so both agree."""
-    h = _fnv_start(lang)
-    for i in range(s, e):
-        h = _fnv_step(h, int(data[i]))
-    return h
-
-
-@numba.njit(inline="always")
-def _ascii_word(data: np.ndarray, i: int, e: int, letters: np.ndarray, lang: int
-                ) -> tuple[int, int]:
-    """End of the run of ASCII letters at ``i``, and its :func:`_hash` (the common word)."""
-    h = _fnv_start(lang)
-    while i < e:
-        b = int(data[i])
-        if b >= 0x80 or letters[b] == 0:
-            break
-        h = _fnv_step(h, b)
-        i += 1
-    return i, h
-
-
-@numba.njit(inline="always")
-def _same(data: np.ndarray, s: int, e: int, arena: np.ndarray, t: int, u: int) -> bool:
-    """Are ``data[s:e]`` and ``arena[t:u]`` the same bytes?"""
-    if e - s != u - t:
-        return False
-    for k in range(e - s):
-        if data[s + k] != arena[t + k]:
-            return False
-    return True
-
-
-@numba.njit(nogil=True, cache=True)
-def _grown(table: np.ndarray, entries: np.ndarray, n_entries: int, size: int) -> np.ndarray:
-    """The intern table at ``size`` slots (a power of two), the entries placed again."""
-    grown = np.full(size, _EMPTY, dtype=np.int64)
-    mask = size - 1
-    for k in range(n_entries):
-        slot = entries[k, _E_HASH] & mask
-        while grown[slot] != _EMPTY:
-            slot = (slot + 1) & mask
-        grown[slot] = k
-    return grown
-
-
-@numba.njit(nogil=True, cache=True)
-def _longer(values: np.ndarray, size: int) -> np.ndarray:
-    """``values`` in a new array of ``size`` values, the rest left unset."""
-    out = np.empty(size, dtype=values.dtype)
-    out[:values.shape[0]] = values
-    return out
-
-
-@numba.njit(nogil=True, cache=True)
-def _taller(values: np.ndarray, size: int) -> np.ndarray:
-    """The 2-d ``values`` in a new array of ``size`` rows, the rest left unset."""
-    out = np.empty((size, values.shape[1]), dtype=values.dtype)
-    out[:values.shape[0]] = values
-    return out
-
-
-@numba.njit(nogil=True, cache=True)
-def _reserve(vocab: tuple[np.ndarray, np.ndarray, np.ndarray], counts: np.ndarray, more: int,
-             more_bytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``vocab`` grown, where needed, to take ``more`` new entries of ``more_bytes`` bytes
-    in all, and its intern table to be at most half full with :data:`_TABLE_SLACK` more, so
-    that no array moves while a row is read."""
-    table, entries, arena = vocab
-    k = counts[0]
-    if k + more > entries.shape[0]:
-        entries = _taller(entries, max(2 * entries.shape[0], k + more))
-    if counts[1] + more_bytes > arena.shape[0]:
-        arena = _longer(arena, max(2 * arena.shape[0], counts[1] + more_bytes))
-    if 2 * (k + _TABLE_SLACK) > table.shape[0]:
-        # Half full at most (:func:`_intern_row` stops there): a larger table reached for a
-        # long row's worst case would leave the cache.
-        table = _grown(table, entries, k, 2 * table.shape[0])
-    return table, entries, arena
-
-
 def new_vocabulary() -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """An empty vocabulary for :func:`intern_words`: (intern table, entries, arena of the
     entries' bytes), and its counts (entries, arena bytes used)."""
-    return ((np.full(2048, _EMPTY, dtype=np.int64), np.empty((1024, 4), dtype=np.int64),
+    return ((np.full(2048, EMPTY, dtype=np.int64), np.empty((1024, 4), dtype=np.int64),
              np.empty(1 << 16, dtype=np.uint8)), np.zeros(2, dtype=np.int64))
 
 
@@ -214,7 +81,7 @@ def intern_words(offsets: np.ndarray, data: np.ndarray, lang: np.ndarray, letter
         while i < e:
             # The vocabulary grows between rows (or between sections of a long row), not
             # word by word: the probe's arrays stay put while a row is read.
-            vocab = _reserve(vocab, counts, min(e - i, _SECTION), e - i)
+            vocab = reserve(vocab, counts, min(e - i, _SECTION), e - i)
             i, w = _intern_row(data, i, e, lg, letters, vocab, counts, ids, w)
         ends[r + 1] = w
     return ends, ids[:w], vocab
@@ -226,7 +93,7 @@ def _intern_row(data: np.ndarray, i: int, e: int, lg: int, letters: np.ndarray,
                 ids: np.ndarray, w: int) -> tuple[int, int]:
     """:func:`intern_words` of the row ``data[i:e]`` from ``i`` on: its word ids written from
     ``w`` on. Stops before a word that starts :data:`_SECTION` bytes on or more (the
-    vocabulary has room for that many new words, :func:`_reserve`); returns where it
+    vocabulary has room for that many new words, :func:`reserve`); returns where it
     stopped and the new end of ``ids``. Stops too once the intern table is half full."""
     table, entries, arena = vocab
     mask = table.shape[0] - 1
@@ -237,10 +104,10 @@ def _intern_row(data: np.ndarray, i: int, e: int, lg: int, letters: np.ndarray,
         if b0 < 0x80 and letters[b0] != 0:
             # An ASCII word is cut and hashed in one loop; one that goes on past ASCII
             # (a letter outside it, an apostrophe) is cut again by the full rule.
-            j, h = _ascii_word(data, i, e, letters, lg)
+            j, h = ascii_word(data, i, e, letters, lg)
             if j < e and (data[j] >= 0x80 or data[j] == 0x27):
-                j = _word_end(data, j, e, letters)
-                h = _hash(data, i, j, lg)
+                j = word_end(data, j, e, letters)
+                h = word_hash(data, i, j, lg)
         else:
             if b0 < 0x80:
                 if b0 != 0x2D and b0 != 0x3D and b0 != 0x21 and b0 != 0x3C and b0 != 0x3E:
@@ -249,34 +116,34 @@ def _intern_row(data: np.ndarray, i: int, e: int, lg: int, letters: np.ndarray,
                 cp, ln = b0, 1
             else:
                 cp, ln = decode_utf8(data, i, e)
-            if _is_letter(cp, letters):
-                j = _word_end(data, i + ln, e, letters)
+            if is_letter(cp, letters):
+                j = word_end(data, i + ln, e, letters)
             else:
-                j = _symbol_end(data, i, e, cp, ln)
+                j = symbol_end(data, i, e, cp, ln)
                 if j == i:
                     i += ln
                     continue
-            h = _hash(data, i, j, lg)
+            h = word_hash(data, i, j, lg)
         # The intern table's probe, here: a call per word cost a third of the pass.
         slot = h & mask
         while True:
             k = table[slot]
-            if k == _EMPTY:
+            if k == EMPTY:
                 k = counts[0]
                 table[slot] = k
                 used = counts[1]
                 arena[used:used + j - i] = data[i:j]
-                entries[k, _E_START] = used
-                entries[k, _E_STOP] = used + j - i
-                entries[k, _E_LANG] = lg
-                entries[k, _E_HASH] = h
+                entries[k, E_START] = used
+                entries[k, E_STOP] = used + j - i
+                entries[k, E_LANG] = lg
+                entries[k, E_HASH] = h
                 counts[0] = k + 1
                 counts[1] = used + j - i
                 if k + 1 >= full:
                     stop = 0  # the table must grow before the next word
                 break
-            if entries[k, _E_LANG] == lg and _same(data, i, j, arena, entries[k, _E_START],
-                                                   entries[k, _E_STOP]):
+            if entries[k, E_LANG] == lg and same_word(data, i, j, arena, entries[k, E_START],
+                                                   entries[k, E_STOP]):
                 break
             slot = (slot + 1) & mask
         ids[w] = k

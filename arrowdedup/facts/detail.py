@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from . import code_lines
 from . import content as cw
 
 # At most this many words or lines are named per pair.
@@ -152,7 +153,8 @@ def _code_detail(a: str, b: str) -> str:
     a_lines, b_lines = lines(a), lines(b)
     b_keys = {key(ln) for ln in b_lines}
     missing = [ln for ln in a_lines if key(ln) not in b_keys]
-    kinds = cw.code_line_kinds(pl.Series(b_lines, dtype=pl.String)).to_list() if b_lines else []
+    kinds = (code_lines.code_line_kinds(pl.Series(b_lines, dtype=pl.String)).to_list()
+             if b_lines else [])
     a_keys = {key(ln) for ln in a_lines}
     added = [ln for ln, k in zip(b_lines, kinds, strict=True)
              if k == "command" and key(ln) not in a_keys]

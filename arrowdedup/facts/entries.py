@@ -40,8 +40,7 @@ import functools
 import numpy as np
 import polars as pl
 
-from .content import LEAD
-from .tables import KIND_SHIFT
+from .tables import KIND_SHIFT, LEAD
 
 # Bits 58-59 of a token of kind LEAD: a lead-in (0), a label, a form an entry offers, the
 # subject of a definition.

@@ -13,6 +13,8 @@ KIND_NAMES = ("mention", "number", "date", "version", "identifier", "name", "opp
               "negation", "content", "section")
 MENTION, NUMBER, DATE, VERSION, IDENTIFIER, NAME, OPPOSITE, NEGATION = range(8)
 CONTENT = 8  # the reason of a segment whose content its representative does not cover
+# The further content kinds of :mod:`arrowdedup.facts.content` (its docstring says what each is).
+ROLE, ORDER, LEAD, CODE_COMMAND, CODE_NOTE = 10, 11, 12, 13, 14
 REASONS = KIND_NAMES[1:]  # what :func:`fact_conflict` may return
 REASON_DTYPE = pl.Enum(list(REASONS))
 
@@ -310,3 +312,103 @@ CJK_NEGATIONS = ("不", "没", "沒", "未", "無", "无", "非", "别", "ない
 # twins and compile nothing.
 TWIN_MAX_BYTES = 256 << 10
 TWIN_MAX_FACTS = 64 << 10
+
+
+# Snowball stemmers (PyStemmer) by list language; languages without one are not stemmed.
+STEMMERS = {"en": "english", "es": "spanish", "pt": "portuguese", "fr": "french",
+            "de": "german", "it": "italian", "nl": "dutch", "pl": "polish",
+            "ro": "romanian", "ru": "russian"}
+
+
+# True synonyms and spelling variants, folded to the first word of their group before
+# stemming. Each group names words a reader takes for the same word in any context; words with
+# a second common sense are left out.
+SYNONYMS = """
+need needs needed require requires required requirement requirements necessary essential
+utilize utilise utilizes utilises utilized utilised employ
+big large huge
+every each
+next following
+begin begins began begun beginning start starts started starting
+create creates created creating produce produces produced producing generate generates generated
+billion bn
+million mn
+small little tiny
+kid kids child children
+woman women lady ladies
+man men guy guys
+photo photos picture pictures image images
+bike bikes bicycle bicycles
+plane planes airplane airplanes aeroplane aircraft
+car cars automobile automobiles
+jump jumps jumped jumping leap leaps leaped leaping
+quit quits resign resigns resigned
+hurt injured injures injure
+fast quick rapid
+buy buys bought purchase purchases purchased
+choose chooses chose chosen select selects selected pick picks picked
+modify modifies modified change changes changed alter alters altered
+show shows showed shown display displays displayed
+help helps helped assist assists assisted
+app apps application applications
+config configs configuration configurations
+repo repos repository repositories
+info information
+docs doc documentation
+env envs environment environments
+dir dirs directory directories folder folders
+param params parameter parameters
+arg args argument arguments
+auth authentication
+db dbs database databases
+spec specs specification specifications
+k8s kubernetes
+gray grey
+color colour colors colours
+center centre
+behavior behaviour behaviors behaviours
+license licence
+""".strip().splitlines()
+
+
+# Irregular English verb forms the stemmer cannot see, folded to the base form.
+IRREGULAR = """
+run ran
+build built
+write wrote written
+make made
+take took taken
+go went gone
+find found
+give gave given
+keep kept
+leave left
+hold held
+begin began begun
+know knew known
+see saw seen
+think thought
+bring brought
+buy bought
+pay paid
+say said
+tell told
+do did done
+mean meant
+spend spent
+lead led
+feel felt
+meet met
+understand understood
+become became
+grow grew grown
+draw drew drawn
+""".strip().splitlines()
+
+
+SYNONYM_OF = {w: group.split()[0] for group in (*SYNONYMS, *IRREGULAR) for w in group.split()}
+
+
+# Order words: a relation whose two sides may not swap.
+ORDER_WORDS = {"over": "over", "than": "than", "instead": "instead", "vs": "vs",
+               "versus": "vs", "→": "→", "->": "→", "=>": "→", "⇒": "→", "⟶": "→"}

@@ -32,7 +32,7 @@ from typing import Any
 JITTED = frozenset({"arrowdedup.arrays.hashing_jit", "arrowdedup.facts.scan_jit",
                     "arrowdedup.facts.scan_text_jit", "arrowdedup.facts.scan_pieces_jit",
                     "arrowdedup.facts.scan_facts_jit", "arrowdedup.facts.conflict_jit",
-                    "arrowdedup.facts.content_jit"})
+                    "arrowdedup.facts.content_jit", "arrowdedup.facts.words_jit"})
 
 # Jitted-only modules and the pure-Python module a twin imports in place of each: the names it
 # takes from them mean the same in both.

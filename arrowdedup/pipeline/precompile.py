@@ -84,7 +84,7 @@ def _text_size(paths: Sequence[Path], bound: int) -> int:
     (:func:`arrowdedup.facts.guard._scan_size`), estimated from the files: a text file's bytes,
     those outside ASCII three times over, any other file's bytes. Files are read only until
     the total passes ``bound``."""
-    from ..extract.core import EXTENSIONS
+    from ..extract.discover import EXTENSIONS
     from ..facts.guard import _scan_size
 
     total = 0

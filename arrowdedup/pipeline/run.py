@@ -291,7 +291,7 @@ def ingest_to_store(
             follow_external_symlinks=follow_external_symlinks)
         model = docs.model
         extra.update(docs.extra)
-        from ..extract.core import discover_files
+        from ..extract.discover import discover_files
         from ..store.source_files import file_records
 
         # Each file's size, mtime and hash: a later --update re-extracts the changed ones only.

@@ -31,10 +31,10 @@ from ..config import DedupConfig
 from ..errors import InputError, SchemaError, StoreError
 from ..store import DEFAULT_BUCKETS, Store, StoreWriter, bucket_of, encode_bucket, open_store
 from ..store.delta import DeltaWriter
+from ..store.encode import parquet_bytes
 from ..store.fingerprint import FINGERPRINT_KIND, document_fingerprints, empty_fingerprints
 from ..store.layout import FINGERPRINTS, HISTORY, KEEP_VERSIONS, UPDATABLE_FORMAT, part_file
 from ..store.reader import reads_store
-from ..store.writer import parquet_bytes
 from .bucket import default_indexes
 from .documents import load_documents, refuse_embedder_for_tables
 from .inputs import Source, is_documents_input
@@ -212,7 +212,7 @@ def _changed_files_table(
     recorded them; the documents of the others are reported as present and unchanged.
     Refuses, before anything is read, to take a document of the store from another file than
     the recorded one, unless ``allow_moved_sources``."""
-    from ..extract.core import discover_files
+    from ..extract.discover import discover_files
     from ..extract.sheets import SHEET_FORMATS
     from ..store.source_files import file_records, forget_moved, moved_summary, split_files
 

@@ -14,6 +14,8 @@ registers the indexes a version gets.
 """
 
 from .atomic import atomic_path, atomic_write_bytes, atomic_write_text
+from .encode import BucketOutput, IndexBuilder, StagedFile, encode_bucket, write_staged
+from .integrity import CHECKSUM, checksum_file, sha256_file
 from .layout import (
     CURRENT,
     DEFAULT_BUCKETS,
@@ -25,20 +27,9 @@ from .layout import (
 )
 from .lock import LOCK, store_lock
 from .manifest import current_manifest, current_version
-from .reader import Store, StoredVectors, open_store
-from .writer import (
-    CHECKSUM,
-    PAUSE_ENV,
-    BucketOutput,
-    IndexBuilder,
-    StagedFile,
-    StoreWriter,
-    checksum_file,
-    encode_bucket,
-    prepare_root,
-    sha256_file,
-    write_staged,
-)
+from .reader import Store, open_store
+from .vectors import StoredVectors
+from .writer import PAUSE_ENV, StoreWriter, prepare_root
 
 __all__ = [
     "CHECKSUM",

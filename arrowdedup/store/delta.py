@@ -51,14 +51,14 @@ from .lock import store_lock
 from .reader import Store, open_store
 
 if TYPE_CHECKING:
-    from .writer import IndexBuilder
+    from .encode import IndexBuilder
 
 __all__ = ["DeltaWriter", "fingerprint_file"]
 
 
 def fingerprint_file(bucket: int, table: pa.Table | pl.DataFrame) -> tuple[str, Any, int]:
     """The ``fingerprints/part-*.parquet`` file of one bucket's input rows."""
-    from .writer import parquet_bytes
+    from .encode import parquet_bytes
 
     fps = document_fingerprints(table)
     return f"{FINGERPRINTS}/{part_name(bucket)}.parquet", parquet_bytes(fps.to_arrow()), \
@@ -123,7 +123,7 @@ class DeltaWriter:
         end_run(self.root, self.tmp, self._stack, err)
 
     def _write(self, rel: str, data: Any, rows: int | None) -> None:
-        from .writer import write_data_entry
+        from .encode import write_data_entry
 
         assert self.tmp is not None
         path = self.tmp / self.layer / rel
@@ -144,7 +144,8 @@ class DeltaWriter:
         :class:`arrowdedup.dedup.ingest.IngestionResult` of the new and changed documents, or
         ``None`` for a delete), their ``inputs`` rows (fingerprints), the ``tombstones`` and
         the ``changes`` rows; the registered indexes are built over the layer's kept rows."""
-        from .writer import encode_bucket, index_file_entry, parquet_bytes
+        from .encode import encode_bucket, parquet_bytes
+        from .writer import index_file_entry
 
         assert self.tmp is not None and self.parent is not None
         t0 = time.perf_counter()

@@ -321,3 +321,28 @@ def hasher(algo: str) -> Any:
 
         return xxhash.xxh3_128()
     raise StoreError(f"unknown checksum algorithm {algo!r} in the manifest; re-ingest")
+
+
+# The manifest's file checksums: XXH3-128 (about 6x faster than SHA-256 here; a checksum
+# against damage, not a signature). Format 1 stores used SHA-256 ("checksum" absent).
+CHECKSUM = "xxh3_128"
+
+
+def checksum_bytes(data: Any, algo: str = CHECKSUM) -> str:
+    h = hasher(algo)
+    h.update(data)
+    return str(h.hexdigest())
+
+
+def checksum_file(path: Path, algo: str = CHECKSUM) -> str:
+    """Hex digest of a file, read in 4 MiB blocks."""
+    h = hasher(algo)
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return str(h.hexdigest())
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file (the checksums of format 1 stores)."""
+    return checksum_file(path, "sha256")

@@ -24,7 +24,7 @@ PASSTHROUGH = frozenset({"jsonl", "parquet"})
 
 
 class SourceFile(Protocol):
-    """A document file as extraction found it (``arrowdedup.extract.core.discover_files``):
+    """A document file as extraction found it (``arrowdedup.extract.discover.discover_files``):
     the store records files without knowing how they are found or read."""
 
     @property
