@@ -32,7 +32,10 @@ _EXPORTS: dict[str, str] = {
     "Embedder": ".embed.embedders",
     "EmbedderError": ".errors",
     "EmbeddingCache": ".embed.cache",
+    "Engine": ".pipeline.engines",
     "ExtractLimits": ".extract",
+    "ExtractOptions": ".extract.options",
+    "RunOptions": ".pipeline.options",
     "ExtractResult": ".extract",
     "IngestionConfig": ".config",
     "IngestionResult": ".dedup.ingest",
@@ -167,7 +170,10 @@ if TYPE_CHECKING:  # the eager form, for type checkers and IDEs
         extract,
         extract_documents,
     )
+    from .extract.options import ExtractOptions
     from .facts.guard import fact_conflict, fact_signatures
+    from .pipeline.engines import Engine
+    from .pipeline.options import RunOptions
     from .pipeline.run import JobResult, ingest_to_store, write_store
     from .pipeline.update import PruneResult, compact_store, delete_documents, prune, update_store
     from .retrieval import (
@@ -203,7 +209,9 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "EmbeddingCache",
+    "Engine",
     "ExtractLimits",
+    "ExtractOptions",
     "ExtractResult",
     "IngestionConfig",
     "IngestionResult",
@@ -223,6 +231,7 @@ __all__ = [
     "Reranker",
     "RetrievalConfig",
     "RrfConfig",
+    "RunOptions",
     "SchemaError",
     "SearchMode",
     "SearchResult",

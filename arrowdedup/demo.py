@@ -116,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     from .cli.app import documents_table
     from .embed.embedders import get_embedder
     from .errors import ArrowDedupError
+    from .extract.options import ExtractOptions
     from .pipeline.documents import extract_segments
+    from .pipeline.options import RunOptions
     from .pipeline.run import ingest_to_store
 
     try:
@@ -131,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             embedder = get_embedder(args.embedder)
         console.print(f"embedder {embedder.name} ({embedder.dim}-d) loaded in "
                       f"{time.perf_counter() - start:.1f} s")
-        result = ingest_to_store(sample_inputs(), args.out, embedder=embedder, root=SAMPLE)
+        result = ingest_to_store(sample_inputs(), args.out, embedder=embedder,
+                                 extract=ExtractOptions(root=SAMPLE))
         console.print(documents_table(result.documents.collect(), limit=12))
         console.print(result.summary(), markup=False, style="bold")
         from .timings import line
@@ -143,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         show_merges(args.out, segments)
 
         console.rule("2. re-ingest: the embedding cache")
-        result2 = ingest_to_store(sample_inputs(), args.out, embedder=embedder, quiet=True,
-                                  root=SAMPLE)
+        result2 = ingest_to_store(sample_inputs(), args.out, embedder=embedder,
+                                  extract=ExtractOptions(root=SAMPLE), run=RunOptions(quiet=True))
         cache = _manifest(args.out).get("embedding_cache", {})
         console.print(f"second run: {cache.get('embedded')} texts embedded, "
                       f"{cache.get('cached')} read from the cache; "
@@ -172,13 +175,15 @@ DOCUMENTS = Path(__file__).resolve().parent.parent / "data" / "documents"
 def show_linked_context(store_path: Path, embedder: Any,
                         query: str = "status of order A-1042") -> str:
     """Ingest the invoice PDF and the purchases workbook, print a key-linked context."""
+    from .extract.options import ExtractOptions
+    from .pipeline.options import RunOptions
     from .pipeline.run import ingest_to_store
     from .retrieval.context import build_context
 
     shutil.rmtree(store_path, ignore_errors=True)
     inputs = [DOCUMENTS / "invoice-A-1042.pdf", DOCUMENTS / "tallybird-purchases.xlsx"]
-    result = ingest_to_store(inputs, store_path, embedder=embedder, quiet=True,
-                             root=DOCUMENTS)
+    result = ingest_to_store(inputs, store_path, embedder=embedder,
+                             extract=ExtractOptions(root=DOCUMENTS), run=RunOptions(quiet=True))
     console.print(f"ingested {', '.join(p.name for p in inputs)}: {result.summary()}",
                   markup=False)
     ctx = build_context(store_path, query, k=2, mode="keyword", embedder=embedder,

@@ -113,6 +113,8 @@ def ingest(
     follow_external_symlinks: FollowOpt = False,
 ) -> None:
     """Deduplicate segments inside each document and write a store atomically."""
+    from ..extract.options import ExtractOptions
+    from ..pipeline.options import RunOptions
     from ..pipeline.run import ingest_to_store
 
     limits = extract_limits(max_cells, max_columns, max_text_mb, extract_timeout,
@@ -127,6 +129,10 @@ def ingest(
 
     quiet_run = quiet or as_json
     keys = [k.strip() for k in key_columns.split(",") if k.strip()] if key_columns else None
+    extract_options = ExtractOptions(
+        language_from_path=language_from_path, key_columns=keys, detect_keys=detect_keys,
+        doc_version_from_path=doc_version_from_path, skip_bad_files=skip_bad_files, root=root,
+        limits=limits, follow_external_symlinks=follow_external_symlinks)
     if not any(is_documents_input(p) for p in inputs):
         for flag, value in (("--root", root), ("--doc-version-from-path", doc_version_from_path),
                             ("--language-from-path", language_from_path)):
@@ -145,12 +151,9 @@ def ingest(
                              "store's other documents, --replace rebuilds it; pick one")
         run_update(inputs, out, cfg if config is not None or mode is not None
                    or fact_guard is not None else None, delete_missing=delete_missing,
-                   dry_run=dry_run, threads=threads, embedder=embedder,
-                   language_from_path=language_from_path, key_columns=keys,
-                   skip_bad_files=skip_bad_files, root=root, detect_keys=detect_keys,
-                   doc_version_from_path=doc_version_from_path, keep_versions=keep_versions,
-                   allow_moved_sources=allow_moved_sources, quiet=quiet, as_json=as_json,
-                   extract_limits=limits, follow_external_symlinks=follow_external_symlinks)
+                   dry_run=dry_run, embedder=embedder, extract=extract_options,
+                   run=RunOptions(threads=threads, keep_versions=keep_versions),
+                   allow_moved_sources=allow_moved_sources, quiet=quiet, as_json=as_json)
         return
     for flag, given in (("--delete-missing", delete_missing), ("--dry-run", dry_run),
                         ("--allow-moved-sources", allow_moved_sources)):
@@ -159,12 +162,9 @@ def ingest(
 
             raise InputError(f"{flag} applies to an update; add --update")
     result = ingest_to_store(
-        inputs, out, config=cfg, threads=threads, buckets=buckets, engine=engine.lower(),
-        ray_address=ray_address, embedder=embedder, language_from_path=language_from_path,
-        key_columns=keys, skip_bad_files=skip_bad_files, quiet=quiet_run, root=root,
-        detect_keys=detect_keys, doc_version_from_path=doc_version_from_path,
-        replace=replace, keep_versions=keep_versions, extract_limits=limits,
-        follow_external_symlinks=follow_external_symlinks,
+        inputs, out, config=cfg, embedder=embedder, extract=extract_options, replace=replace,
+        run=RunOptions(threads=threads, buckets=buckets, engine=engine.lower(),
+                       ray_address=ray_address, quiet=quiet_run, keep_versions=keep_versions),
     )
     version = result.path
     manifest = _manifest(version)

@@ -82,7 +82,6 @@ from ..store import (
     prepare_root,
 )
 from ..store.fingerprint import FINGERPRINT_KIND
-from ..store.layout import KEEP_VERSIONS
 from ..timings import STAGES as STAGES
 from ..timings import complete
 
@@ -91,12 +90,11 @@ if TYPE_CHECKING:
     from ..dedup.ingest import IngestionResult
     from ..dedup.salience import SalienceScorer
     from ..embed.embedders import Embedder
-    from ..extract.limits import ExtractLimits
+from ..extract.options import ExtractOptions
 from .bucket import BucketJob, default_indexes, encoder_of, process_bucket
 from .documents import documents_stream, load_documents, refuse_embedder_for_tables
 from .engines import Engine, runner
 from .inputs import (
-    DEFAULT_MEMORY_BUDGET,
     BatchStream,
     Source,
     SourceCache,
@@ -105,6 +103,7 @@ from .inputs import (
     check_inputs,
     is_documents_input,
 )
+from .options import RunOptions, with_legacy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,47 +218,43 @@ def ingest_to_store(
     out: str | Path,
     *,
     config: DedupConfig | None = None,
-    threads: int | None = None,
-    buckets: int = DEFAULT_BUCKETS,
-    engine: str | Engine = Engine.LOCAL,
-    ray_address: str | None = None,
     embedder: str | Embedder | None = None,
     embedding_model: str | None = None,
-    language_from_path: str | None = None,
-    key_columns: Sequence[str] | None = None,
-    skip_bad_files: bool = False,
-    root: str | Path | None = None,
-    detect_keys: bool = True,
-    doc_version_from_path: str | None = None,
+    extract: ExtractOptions | None = None,
+    run: RunOptions | None = None,
     scorer: SalienceScorer | None = None,
-    quiet: bool = False,
     indexes: bool | Sequence[IndexBuilder] = True,
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
     replace: bool = False,
-    keep_versions: int = KEEP_VERSIONS,
-    extract_limits: ExtractLimits | None = None,
-    follow_external_symlinks: bool = False,
     columns: Mapping[str, str] | None = None,
+    **legacy: Any,
 ) -> JobResult:
     """Deduplicate ``source`` inside each document and write it as a new version of the store
     at ``out``, switched to atomically; returns the :class:`JobResult` of that version.
 
     ``source``: a segments table (DataFrame, LazyFrame, Arrow table), Parquet / Arrow IPC
     segments files, or document files and folders (Markdown, text, HTML, CSV/TSV, JSONL),
-    which are extracted (``language_from_path``, ``key_columns``, ``skip_bad_files``;
-    ``doc_id`` relative to ``root``) and embedded with ``embedder`` through the store's
-    embedding cache first. Tables are never embedded (SPEC §3); ``embedding_model`` names the
-    model their embeddings came from. Salience is scored (``scorer``, default SPEC §3) when
-    the input has none. ``indexes``: the index builders (default: BM25), or False for none.
-    ``memory_budget``: Parquet inputs up to this many uncompressed bytes are read whole
-    instead of partitioned to disk first (local engine; 0 always partitions).
-    ``replace``: write over a store built from other inputs (refused otherwise, naming
-    ``--update`` and ``--replace``); ``keep_versions``: versions kept after the switch.
-    ``extract_limits``: what one document file may cost to extract (``ExtractLimits``);
-    ``follow_external_symlinks``: read links in a folder that point outside it.
+    which are extracted as ``extract`` says (:class:`ExtractOptions`) and embedded with
+    ``embedder`` through the store's embedding cache first. Tables are never embedded (SPEC
+    §3); ``embedding_model`` names the model their embeddings came from. Salience is scored
+    (``scorer``, default SPEC §3) when the input has none. ``indexes``: the index builders
+    (default: BM25), or False for none. ``run`` (:class:`RunOptions`): threads, buckets,
+    engine, memory budget, versions kept, progress display. ``replace``: write over a store
+    built from other inputs (refused otherwise, naming ``--update`` and ``--replace``).
     ``source`` may be a Hugging Face ``datasets.Dataset``, whose columns ``columns`` maps onto
     the segments table (:mod:`arrowdedup.integrations.datasets`).
+
+    The keywords this function took before the option objects (``threads=``, ``buckets=``,
+    ``language_from_path=``, ``extract_limits=``, ...) still work for one release, with a
+    ``DeprecationWarning``.
     """
+    ex, ro = with_legacy("ingest_to_store", legacy, extract, run)
+    threads, buckets, engine, ray_address = ro.threads, ro.buckets, ro.engine, ro.ray_address
+    memory_budget, keep_versions, quiet = ro.memory_budget, ro.keep_versions, ro.quiet
+    language_from_path, key_columns, detect_keys = \
+        ex.language_from_path, ex.key_columns, ex.detect_keys
+    doc_version_from_path, skip_bad_files, root = \
+        ex.doc_version_from_path, ex.skip_bad_files, ex.root
+    extract_limits, follow_external_symlinks = ex.limits, ex.follow_external_symlinks
     engine_runner = runner(engine, ray_address=ray_address)
     if buckets < 1:
         raise StoreError(f"buckets must be >= 1, got {buckets}")

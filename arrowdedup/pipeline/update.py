@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from ..config import DedupConfig
 from ..errors import InputError, SchemaError, StoreError
+from ..extract.options import ExtractOptions
 from ..store import DEFAULT_BUCKETS, Store, StoreWriter, bucket_of, encode_bucket, open_store
 from ..store.delta import DeltaWriter
 from ..store.encode import parquet_bytes
@@ -38,12 +39,12 @@ from ..store.reader import reads_store
 from .bucket import default_indexes
 from .documents import load_documents, refuse_embedder_for_tables
 from .inputs import Source, is_documents_input
+from .options import RunOptions, with_legacy
 from .run import JobResult, as_inputs, result_timings
 
 if TYPE_CHECKING:
     from ..dedup.salience import SalienceScorer
     from ..embed.embedders import Embedder
-    from ..extract.limits import ExtractLimits
 
 __all__ = ["Plan", "PruneResult", "compact_store", "delete_documents", "prune", "update_store"]
 
@@ -305,29 +306,31 @@ def update_store(
     config: DedupConfig | None = None,
     delete_missing: bool = False,
     dry_run: bool = False,
-    threads: int | None = None,
     embedder: str | Embedder | None = None,
     embedding_model: str | None = None,
-    language_from_path: str | None = None,
-    key_columns: Sequence[str] | None = None,
-    skip_bad_files: bool = False,
-    root: str | Path | None = None,
-    detect_keys: bool = True,
-    doc_version_from_path: str | None = None,
+    extract: ExtractOptions | None = None,
+    run: RunOptions | None = None,
     scorer: SalienceScorer | None = None,
-    keep_versions: int = KEEP_VERSIONS,
-    quiet: bool = True,
     allow_moved_sources: bool = False,
-    extract_limits: ExtractLimits | None = None,
-    follow_external_symlinks: bool = False,
+    **legacy: Any,
 ) -> JobResult:
     """Bring ``inputs`` into the store as one delta version (see the module); ``config``
     defaults to the store's own. Refuses (naming ``--replace``) a store written before
     deltas, and a config, embedder or extraction options other than the store's. Refuses too
     (naming ``--allow-moved-sources``) a document file at another path than the one the store
     recorded for that document (another folder's file of the same doc_id, a moved
-    checkout), unless ``allow_moved_sources``. ``extract_limits`` and
-    ``follow_external_symlinks`` as for ``ingest_to_store``."""
+    checkout), unless ``allow_moved_sources``. ``extract`` and ``run`` as for
+    ``ingest_to_store`` (of ``run``, an update uses ``threads``, ``keep_versions`` and
+    ``quiet``, which defaults to True here); the old keywords warn, as there."""
+    ex, ro = with_legacy("update_store", legacy, extract, run,
+                         run_keywords=("threads", "keep_versions", "quiet"),
+                         default_run=RunOptions(quiet=True))
+    threads, keep_versions, quiet = ro.threads, ro.keep_versions, ro.quiet
+    language_from_path, key_columns, detect_keys = \
+        ex.language_from_path, ex.key_columns, ex.detect_keys
+    doc_version_from_path, skip_bad_files, root = \
+        ex.doc_version_from_path, ex.skip_bad_files, ex.root
+    extract_limits, follow_external_symlinks = ex.limits, ex.follow_external_symlinks
     from ..arrays.vectors import input_rows
     from ..dedup.ingest import ingest, numba_threads
     from . import precompile
@@ -337,7 +340,7 @@ def update_store(
     current = open_store(store)
     check_updatable(current)
     cfg = current.config if config is None else config
-    extract = {"language_from_path": language_from_path,
+    options = {"language_from_path": language_from_path,
                "key_columns": list(key_columns) if key_columns else None,
                "skip_bad_files": skip_bad_files, "root": str(root) if root else None,
                "detect_keys": detect_keys, "doc_version_from_path": doc_version_from_path}
@@ -345,12 +348,12 @@ def update_store(
     check_same_runtime(current, embedder)
     _, paths = as_inputs(inputs)
     if paths and any(is_documents_input(p) for p in paths):
-        check_same_rules(current, cfg, model=None, extract_options=extraction_record(extract))
+        check_same_rules(current, cfg, model=None, extract_options=extraction_record(options))
     t = time.perf_counter()
     before = sum(timings.values())  # the extraction's own stages are timed inside
     table, model, extra = _input_table(
         current, inputs, timings, embedder=embedder, quiet=quiet,
-        extract={**extract, "root": root, "limits": extract_limits,
+        extract={**options, "root": root, "limits": extract_limits,
                  "follow_external_symlinks": follow_external_symlinks},
         allow_moved_sources=allow_moved_sources)
     check_same_rules(current, cfg, model=model or embedding_model, extract_options=None)
