@@ -3,7 +3,7 @@
 A package whose function shares its submodule's name (``arrowdedup.calibrate``,
 ``arrowdedup.retrieval.search``) keeps the function: the import system binds a submodule
 onto its package when it is first imported, and :class:`LazyPackage` declines that binding
-for the exported names (an eager ``from .x import x`` used to rebind it the same way).
+for the exported names (an eager ``from .x import x`` would rebind it the same way).
 """
 
 from __future__ import annotations

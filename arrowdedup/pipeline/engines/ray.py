@@ -32,8 +32,8 @@ def _driver_node() -> str | None:
 
 
 # The SourceCache of the Ray worker process this module runs in: the tasks a worker runs in
-# one job share its input mappings and bucket numbers, as the local engine's threads do (each
-# task used to map the file afresh and hash every doc_id of it, ~0.06 s per bucket at 1M).
+# one job share its input mappings and bucket numbers, as the local engine's threads do, so a
+# task does not map the file afresh and hash every doc_id of it again.
 _WORKER_CACHE: tuple[tuple[Any, ...], SourceCache] | None = None
 
 
@@ -61,19 +61,17 @@ def _ray_task(source: BucketSource, bucket: int, job: BucketJob
 
 
 # The thread pools of a Ray worker sized to the one CPU each task reserves (``num_cpus=1``),
-# as Ray itself sizes OpenMP's: left at the machine's core count, every worker ran Polars' and
-# Numba's pools beside the others' on the same cores. A 1M run on 2 cores, seconds after
-# ray.init: 4.63 against 5.55 with the fact guard off (medians of 5, pools at their defaults
-# for the second); 5.13 against 5.68 with the default config (medians of 4, alternating).
+# as Ray itself sizes OpenMP's: left at the machine's core count, every worker runs Polars' and
+# Numba's pools beside the others' on the same cores (measured: benchmarks/README.md,
+# "Measured design choices").
 ONE_CPU_POOLS = {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
 
 
 # Ray starts its workers at nice 15, below its own daemons and the driver, to keep a shared
 # node's raylet responsive. In a cluster started for one run the workers are the run's
 # compute, and the local engine runs at the caller's priority, so they get the caller's
-# priority too. Measured (1M IPC, fact guard off, 2 cores, whole call with ray.init, 13
-# alternating pairs of fresh runs): 8 of 13 pairs faster, median pair gain 0.62 s; a first
-# batch of 7 gained 0.80 s, a second of 6 nothing (0.03 s), so the speed-up is not firm.
+# priority too (the measured gain is small and not firm: benchmarks/README.md, "Measured
+# design choices").
 LOCAL_CLUSTER_ENV = {**ONE_CPU_POOLS, "RAY_worker_niceness": "0"}
 
 
