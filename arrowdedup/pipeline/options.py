@@ -44,7 +44,7 @@ RUN_KEYWORDS = ("threads", "buckets", "engine", "ray_address", "memory_budget",
                 "keep_versions", "quiet")
 
 
-def with_legacy(function: str, legacy: Mapping[str, Any], extract: ExtractOptions | None,
+def with_legacy(function: str, legacy: Mapping[str, object], extract: ExtractOptions | None,
                 run: RunOptions | None, *, run_keywords: Collection[str] = RUN_KEYWORDS,
                 default_run: RunOptions | None = None) -> tuple[ExtractOptions, RunOptions]:
     """The option objects of a call to ``function``, with its old keywords (``legacy``) folded

@@ -226,7 +226,7 @@ def ingest_to_store(
     indexes: bool | Sequence[IndexBuilder] = True,
     replace: bool = False,
     columns: Mapping[str, str] | None = None,
-    **legacy: Any,
+    **legacy: object,
 ) -> JobResult:
     """Deduplicate ``source`` inside each document and write it as a new version of the store
     at ``out``, switched to atomically; returns the :class:`JobResult` of that version.
@@ -419,8 +419,8 @@ def write_store(
     buckets: int = DEFAULT_BUCKETS,
     inputs: Sequence[str] = (),
     embedding_model: str | None = None,
-    extra: Mapping[str, Any] | None = None,
-    hooks: Sequence[Callable[[Path, pl.DataFrame], Any]] = (),
+    extra: Mapping[str, object] | None = None,
+    hooks: Sequence[Callable[[Path, pl.DataFrame], object]] = (),
     indexes: bool = True,
 ) -> Path:
     """Write an in-memory :func:`arrowdedup.ingest` result as a new store version through
@@ -465,7 +465,7 @@ def write_store(
 class _HookIndex:
     """A ``hook(version_dir, kept_frame)`` callable as an index builder."""
 
-    def __init__(self, hook: Callable[[Path, pl.DataFrame], Any]) -> None:
+    def __init__(self, hook: Callable[[Path, pl.DataFrame], object]) -> None:
         self.hook = hook
         self.name = f"hook-{id(hook)}"
         self.frames: list[pl.DataFrame] = []

@@ -312,7 +312,7 @@ def update_store(
     run: RunOptions | None = None,
     scorer: SalienceScorer | None = None,
     allow_moved_sources: bool = False,
-    **legacy: Any,
+    **legacy: object,
 ) -> JobResult:
     """Bring ``inputs`` into the store as one delta version (see the module); ``config``
     defaults to the store's own. Refuses (naming ``--replace``) a store written before

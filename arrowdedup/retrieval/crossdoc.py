@@ -64,7 +64,8 @@ def _no_ids(ids: pl.Series, n: int) -> pl.Series:
 _VIEWS = pl.CompatLevel.newest()
 
 
-def dedupe_ranked(results: Any, config: DedupConfig | None = None) -> pl.DataFrame:
+def dedupe_ranked(results: pl.DataFrame | pl.LazyFrame | pa.Table | pa.RecordBatch,
+                  config: DedupConfig | None = None) -> pl.DataFrame:
     """Drop results that repeat a better-ranked one (cosine ``>=`` the retrieval threshold).
 
     ``results`` (Polars or Arrow) is sorted best first and has ``segment_id`` and ``embedding``

@@ -9,7 +9,7 @@ import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -33,6 +33,9 @@ from .layout import (
 )
 from .manifest import current_version, read_manifest
 from .vectors import RowGuard, StoredVectors, part_vectors
+
+if TYPE_CHECKING:
+    from ..config import DedupConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +236,7 @@ class Store:
         return str(self.manifest.get("run_id", self.version.name))
 
     @property
-    def config(self) -> Any:
+    def config(self) -> DedupConfig:
         from ..config import DedupConfig
 
         return DedupConfig.from_json(self.manifest["config"])

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -69,6 +69,9 @@ from .layout import (
 )
 from .lock import LOCK, store_lock
 from .manifest import current_manifest
+
+if TYPE_CHECKING:
+    from ..config import DedupConfig
 
 __all__ = ["CHECKSUM", "DEFAULT_BUCKETS", "PAUSE_ENV", "BucketOutput", "IndexBuilder",
            "StoreWriter", "checksum_bytes", "checksum_file", "encode_bucket", "prepare_root",
@@ -204,10 +207,10 @@ class StoreWriter:
         root: str | Path,
         *,
         buckets: int = DEFAULT_BUCKETS,
-        config: Any,
+        config: DedupConfig,
         inputs: Sequence[str] = (),
         embedding_model: str | None = None,
-        extra: Mapping[str, Any] | None = None,
+        extra: Mapping[str, object] | None = None,
         indexes: Sequence[IndexBuilder] = (),
         keep_versions: int = KEEP_VERSIONS,
     ) -> None:
