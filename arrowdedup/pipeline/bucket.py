@@ -25,7 +25,6 @@ from ..timings import STAGES as STAGES
 from .inputs import DEFAULT_MEMORY_BUDGET, BucketSource, SourceCache, row_buckets
 
 if TYPE_CHECKING:
-
     pass
 
 

@@ -19,12 +19,12 @@ from ..errors import InputError, StoreError
 from ..store import (
     current_manifest,
 )
+from .inputs import BatchStream
 
 if TYPE_CHECKING:
-
     from ..embed.embedders import Embedder
     from ..extract.limits import ExtractLimits
-from .inputs import BatchStream
+    from ..extract.options import ExtractOptions
 
 
 def check_store_model(out: str | Path, model: str, dim: int) -> None:
@@ -134,12 +134,10 @@ class Documents:
 
 def load_documents(
     inputs: Sequence[Path], store_root: Path, *, embedder: str | Embedder | None,
-    language_from_path: str | None, key_columns: Sequence[str] | None,
-    skip_bad_files: bool, root: str | Path | None, quiet: bool, timings: dict[str, float],
-    detect_keys: bool = True, doc_version_from_path: str | None = None,
-    limits: ExtractLimits | None = None, follow_external_symlinks: bool = False,
+    extract: ExtractOptions, quiet: bool, timings: dict[str, float],
 ) -> Documents:
-    """Extract and embed documents (through the store's embedding cache)."""
+    """Extract (as ``extract`` says) and embed documents (through the store's embedding
+    cache)."""
     from ..embed.cache import EmbeddingCache, embed_distinct
     from ..embed.embedders import embedder_record, embedder_runtime, get_embedder
     from . import precompile
@@ -148,12 +146,12 @@ def load_documents(
     precompile.for_extract(inputs, timings, quiet=quiet)
     start = time.perf_counter()
     with progress.spinner("extracting", quiet=quiet):
-        extracted = extract_segments(inputs, language_from_path=language_from_path,
-                                     key_columns=key_columns, skip_bad_files=skip_bad_files,
-                                     root=root, detect_keys=detect_keys,
-                                     doc_version_from_path=doc_version_from_path,
-                                     limits=limits,
-                                     follow_external_symlinks=follow_external_symlinks)
+        extracted = extract_segments(
+            inputs, language_from_path=extract.language_from_path,
+            key_columns=extract.key_columns, skip_bad_files=extract.skip_bad_files,
+            root=extract.root, detect_keys=extract.detect_keys,
+            doc_version_from_path=extract.doc_version_from_path, limits=extract.limits,
+            follow_external_symlinks=extract.follow_external_symlinks)
     frame = extracted.segments.drop("embedding", strict=False)
     timings["extract"] = timings.get("extract", 0.0) + time.perf_counter() - start
 

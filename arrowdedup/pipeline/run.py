@@ -86,7 +86,6 @@ from ..timings import STAGES as STAGES
 from ..timings import complete
 
 if TYPE_CHECKING:
-
     from ..dedup.ingest import IngestionResult
     from ..dedup.salience import SalienceScorer
     from ..embed.embedders import Embedder
@@ -250,11 +249,6 @@ def ingest_to_store(
     ex, ro = with_legacy("ingest_to_store", legacy, extract, run)
     threads, buckets, engine, ray_address = ro.threads, ro.buckets, ro.engine, ro.ray_address
     memory_budget, keep_versions, quiet = ro.memory_budget, ro.keep_versions, ro.quiet
-    language_from_path, key_columns, detect_keys = \
-        ex.language_from_path, ex.key_columns, ex.detect_keys
-    doc_version_from_path, skip_bad_files, root = \
-        ex.doc_version_from_path, ex.skip_bad_files, ex.root
-    extract_limits, follow_external_symlinks = ex.limits, ex.follow_external_symlinks
     engine_runner = runner(engine, ray_address=ray_address)
     if buckets < 1:
         raise StoreError(f"buckets must be >= 1, got {buckets}")
@@ -279,11 +273,7 @@ def ingest_to_store(
                 raise InputError(f"input {p} does not exist; check the path")
         prepare_root(store_root)
         docs = load_documents(
-            paths, store_root, embedder=embedder, language_from_path=language_from_path,
-            key_columns=key_columns, skip_bad_files=skip_bad_files, root=root, quiet=quiet,
-            timings=timings, detect_keys=detect_keys,
-            doc_version_from_path=doc_version_from_path, limits=extract_limits,
-            follow_external_symlinks=follow_external_symlinks)
+            paths, store_root, embedder=embedder, extract=ex, quiet=quiet, timings=timings)
         model = docs.model
         extra.update(docs.extra)
         from ..extract.discover import discover_files
@@ -291,12 +281,12 @@ def ingest_to_store(
 
         # Each file's size, mtime and hash: a later --update re-extracts the changed ones only.
         extra["source_files"] = file_records(
-            discover_files(list(paths), root),
+            discover_files(list(paths), ex.root),
             docs.frame.get_column("doc_id").cast(pl.String).unique().to_list())
         extra["extract_options"] = {
-            "language_from_path": language_from_path,
-            "key_columns": list(key_columns) if key_columns else None,
-            "detect_keys": detect_keys, "doc_version_from_path": doc_version_from_path}
+            "language_from_path": ex.language_from_path,
+            "key_columns": list(ex.key_columns) if ex.key_columns else None,
+            "detect_keys": ex.detect_keys, "doc_version_from_path": ex.doc_version_from_path}
         paths = []
         if docs.table_bytes() > STREAM_DOCUMENTS_BYTES:
             streamed = documents_stream(docs)

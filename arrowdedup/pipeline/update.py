@@ -172,7 +172,7 @@ def plan_update(store: Store, fps: pl.DataFrame, *, delete_missing: bool,
 
 def _input_table(
     store: Store, source: Source, timings: dict[str, float], *, embedder: Any,
-    quiet: bool, extract: dict[str, Any], allow_moved_sources: bool = False,
+    quiet: bool, extract: ExtractOptions, allow_moved_sources: bool = False,
 ) -> tuple[pa.Table, str | None, dict[str, Any]]:
     """The update's input as one segments table (documents are extracted and embedded through
     the store's cache), the embedding model, and the manifest extras it brings."""
@@ -186,7 +186,8 @@ def _input_table(
         recorded = store.manifest.get("source_files")
         if recorded is None:  # no file record: extract everything
             docs = load_documents(
-                paths, store.root, embedder=embedder, quiet=quiet, timings=timings, **extract)
+                paths, store.root, embedder=embedder, extract=extract, quiet=quiet,
+                timings=timings)
             return docs.table().to_arrow(), docs.model, docs.extra
         return _changed_files_table(store, paths, recorded, timings, embedder=embedder,
                                     quiet=quiet, extract=extract,
@@ -207,7 +208,7 @@ def _input_table(
 
 def _changed_files_table(
     store: Store, paths: list[Path], recorded: dict[str, Any], timings: dict[str, float], *,
-    embedder: Any, quiet: bool, extract: dict[str, Any], allow_moved_sources: bool = False,
+    embedder: Any, quiet: bool, extract: ExtractOptions, allow_moved_sources: bool = False,
 ) -> tuple[pa.Table, str | None, dict[str, Any]]:
     """Extract and embed only the files whose size, mtime or hash changed since the store
     recorded them; the documents of the others are reported as present and unchanged.
@@ -219,8 +220,8 @@ def _changed_files_table(
 
     live = set(store.documents().select(pl.col("doc_id").cast(pl.String)).collect()
                .get_column("doc_id").to_list())
-    found = discover_files(list(paths), extract.get("root"),
-                           follow_external_symlinks=bool(extract.get("follow_external_symlinks")))
+    found = discover_files(list(paths), extract.root,
+                           follow_external_symlinks=extract.follow_external_symlinks)
     split = split_files(found, recorded, live, sheet_formats=SHEET_FORMATS)
     if split.moved and not allow_moved_sources:
         raise StoreError(
@@ -236,7 +237,7 @@ def _changed_files_table(
     n_files = 0
     for base, files in sorted(split.changed.items()):
         docs = load_documents(files, store.root, embedder=embedder, quiet=quiet, timings=timings,
-                          **{**extract, "root": base})
+                              extract=dataclasses.replace(extract, root=base))
         frame, model, extra = docs.table(), docs.model, docs.extra
         records.update(file_records(discover_files(list(files), base),
                                     frame.get_column("doc_id").cast(pl.String).unique().to_list()))
@@ -326,11 +327,6 @@ def update_store(
                          run_keywords=("threads", "keep_versions", "quiet"),
                          default_run=RunOptions(quiet=True))
     threads, keep_versions, quiet = ro.threads, ro.keep_versions, ro.quiet
-    language_from_path, key_columns, detect_keys = \
-        ex.language_from_path, ex.key_columns, ex.detect_keys
-    doc_version_from_path, skip_bad_files, root = \
-        ex.doc_version_from_path, ex.skip_bad_files, ex.root
-    extract_limits, follow_external_symlinks = ex.limits, ex.follow_external_symlinks
     from ..arrays.vectors import input_rows
     from ..dedup.ingest import ingest, numba_threads
     from . import precompile
@@ -340,10 +336,10 @@ def update_store(
     current = open_store(store)
     check_updatable(current)
     cfg = current.config if config is None else config
-    options = {"language_from_path": language_from_path,
-               "key_columns": list(key_columns) if key_columns else None,
-               "skip_bad_files": skip_bad_files, "root": str(root) if root else None,
-               "detect_keys": detect_keys, "doc_version_from_path": doc_version_from_path}
+    options = {"language_from_path": ex.language_from_path,
+               "key_columns": list(ex.key_columns) if ex.key_columns else None,
+               "skip_bad_files": ex.skip_bad_files, "root": str(ex.root) if ex.root else None,
+               "detect_keys": ex.detect_keys, "doc_version_from_path": ex.doc_version_from_path}
     check_same_rules(current, cfg, model=embedding_model, extract_options=None)
     check_same_runtime(current, embedder)
     _, paths = as_inputs(inputs)
@@ -353,8 +349,7 @@ def update_store(
     before = sum(timings.values())  # the extraction's own stages are timed inside
     table, model, extra = _input_table(
         current, inputs, timings, embedder=embedder, quiet=quiet,
-        extract={**options, "root": root, "limits": extract_limits,
-                 "follow_external_symlinks": follow_external_symlinks},
+        extract=ex,
         allow_moved_sources=allow_moved_sources)
     check_same_rules(current, cfg, model=model or embedding_model, extract_options=None)
     frame = pl.from_arrow(table)
