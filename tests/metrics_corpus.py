@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from conftest import segments_frame, unit
 
 from arrowdedup import DedupConfig, IngestionResult, ingest, write_store
+from tests.conftest import segments_frame, unit
 
 DIM = 16
 

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-from conftest import M2V_MODEL, Counting, need
 
 import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
+from tests.conftest import M2V_MODEL, Counting, need
 
 pytest.importorskip("haystack")
 from haystack import Document, Pipeline

@@ -10,10 +10,10 @@ import warnings
 import numpy as np
 import polars as pl
 import pytest
-from conftest import M2V_MODEL, Counting, need
 
 import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
+from tests.conftest import M2V_MODEL, Counting, need
 
 pytest.importorskip("langchain_core")
 from langchain_core.documents import (
@@ -193,7 +193,7 @@ def test_compressor_inside_contextual_compression_retriever(documents, m2v, embe
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, sample_segments, m2v):
-    from conftest import ROOT
+    from tests.conftest import ROOT
 
     out = tmp_path_factory.mktemp("lc") / "store"
     ad.ingest_to_store([ROOT / "data" / "sample"], out, embedder=m2v, quiet=True)

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-from conftest import M2V_MODEL, ROOT, Counting, need
 
 import arrowdedup as ad
 from arrowdedup.errors import EmbedderError, InputError, MissingDependencyError
+from tests.conftest import M2V_MODEL, ROOT, Counting, need
 
 pytest.importorskip("llama_index.core")
 from llama_index.core.base.embeddings.base import BaseEmbedding
