@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.helpers import README
 
 
 def python_blocks() -> list[str]:
@@ -60,7 +60,7 @@ def test_readme_session_replays_cleanly_at_80_columns(tmp_path: Path, monkeypatc
     from typer.testing import CliRunner
 
     from arrowdedup.cli import app
-    from tests.conftest import M2V_MODEL, ROOT, need
+    from tests.helpers import M2V_MODEL, ROOT, need
 
     need(M2V_MODEL)
     work = tmp_path / "work"
@@ -125,7 +125,7 @@ def framework_blocks() -> dict[str, str]:
 def test_readme_framework_example_runs(extra: str, tmp_path: Path, monkeypatch, capsys) -> None:
     """Each framework's example, as a user runs it from the project root, on the bundled
     sample with the shared Model2Vec model (or the packaged MiniLM)."""
-    from tests.conftest import M2V_MODEL, ROOT, need
+    from tests.helpers import M2V_MODEL, ROOT, need
 
     need(M2V_MODEL)
     pytest.importorskip({"langchain": "langchain_community", "llamaindex": "llama_index.core",

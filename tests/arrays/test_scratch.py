@@ -14,8 +14,7 @@ import pyarrow.feather as feather
 from arrowdedup import ingest_to_store
 from arrowdedup.arrays import scratch
 from arrowdedup.pipeline import inputs
-from tests.pipeline.test_job import data_files
-from tests.pipeline.test_pipeline import corpus
+from tests.helpers.pipeline import corpus, data_files
 
 
 def test_a_buffer_is_lent_again_only_when_nothing_refers_to_it() -> None:

@@ -15,7 +15,7 @@ import pytest
 from benchmarks import common
 from benchmarks.__main__ import discover, main, render
 from benchmarks.corpus import make_corpus
-from tests.conftest import M2V_MODEL, OTEL_CONTENT, PAIRS, need
+from tests.helpers import M2V_MODEL, OTEL_CONTENT, PAIRS, need
 
 # This test runs the benchmarks of this issue; the retrieval, scale and analytics owners test
 # the quick versions of theirs.

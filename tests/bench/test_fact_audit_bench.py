@@ -12,7 +12,7 @@ import polars as pl
 
 from benchmarks import fact_audit
 from benchmarks.__main__ import main
-from tests.conftest import M2V_MODEL, OTEL_CONTENT, need
+from tests.helpers import M2V_MODEL, OTEL_CONTENT, need
 
 
 def test_audit_regex_finds_lost_fact_tokens():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import M2V_MODEL, OTEL_CONTENT, need
+from tests.helpers import M2V_MODEL, OTEL_CONTENT, need
 
 pytest.importorskip("langchain_community")
 pytest.importorskip("llama_index.core")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from arrowdedup import open_store
 from arrowdedup.cli import app
-from tests.store.test_store import corpus
+from tests.helpers.store import corpus
 
 runner = CliRunner()
 

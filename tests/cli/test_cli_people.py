@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from arrowdedup.cli import app
 from arrowdedup.store.integrity import manifest_text
-from tests.conftest import M2V_MODEL, ROOT, need, on_a_terminal
+from tests.helpers import M2V_MODEL, ROOT, need, on_a_terminal
 
 SAMPLE = ROOT / "data" / "sample"
 # Every registered command, so a new one is held to the same rules.
@@ -404,7 +404,7 @@ def test_data_is_printed_as_data_never_as_markup_or_terminal_codes(tmp_path: Pat
     import numpy as np
 
     from arrowdedup import ingest_to_store
-    from tests.conftest import segments_frame, unit
+    from tests.helpers import segments_frame, unit
 
     rng = np.random.default_rng(0)
     base = unit(rng.normal(size=8))

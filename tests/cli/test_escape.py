@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from arrowdedup.cli import app
 from arrowdedup.cli.app import wrap_id
 from arrowdedup.escape import escape
-from tests.conftest import M2V_MODEL, ROOT, need, on_a_terminal, segments_frame, unit
+from tests.helpers import M2V_MODEL, ROOT, need, on_a_terminal, segments_frame, unit
 
 runner = CliRunner()
 ESC = "\x1b"

@@ -27,7 +27,7 @@ from arrowdedup.config import (
     RrfConfig,
     SignalWeights,
 )
-from tests.conftest import segments_frame, unit
+from tests.helpers import segments_frame, unit
 
 runner = CliRunner()
 INF = math.inf

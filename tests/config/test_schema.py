@@ -8,7 +8,7 @@ import pytest
 
 from arrowdedup import SchemaError, ingest
 from arrowdedup.schema import embeddings_from
-from tests.conftest import segments_frame
+from tests.helpers import segments_frame
 
 E = np.array([1, 0, 0, 0], dtype=np.float32)
 

@@ -25,7 +25,7 @@ from arrowdedup import (
     write_store,
 )
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
-from tests.conftest import M2V_MODEL, need, segments_frame, spacing, unit
+from tests.helpers import M2V_MODEL, need, segments_frame, spacing, unit
 
 # ----------------------------------------------------------------------------- inflation
 

@@ -36,7 +36,7 @@ from arrowdedup import (
 from arrowdedup.dedup.salience import DefaultSalience
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
 from arrowdedup.schema import embeddings_from
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 TOL = 1e-5  # SPEC §5: kernels may disagree on pairs this close to the threshold
 FAST = settings(max_examples=25, deadline=None,
@@ -478,7 +478,7 @@ def test_retrieval_order_preserved(results: pl.DataFrame, thr: float) -> None:
 @pytest.fixture(scope="module")
 def search_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from arrowdedup.embed.embedders import get_embedder
-    from tests.conftest import M2V_MODEL, need
+    from tests.helpers import M2V_MODEL, need
 
     embedder = get_embedder(f"model2vec:{need(M2V_MODEL)}")
     rng = np.random.default_rng(33)
@@ -510,7 +510,7 @@ def test_search_results_keep_rank_order_and_have_no_duplicates(
     search_store: Path, seed: int, k: int, mode: str, thr: float
 ) -> None:
     from arrowdedup.retrieval.search import search
-    from tests.conftest import M2V_MODEL
+    from tests.helpers import M2V_MODEL
 
     rng = np.random.default_rng(seed)
     query = " ".join(rng.choice(["span", "trace", "metric", "log", "agent"], 2))

@@ -13,7 +13,7 @@ import pytest
 
 from arrowdedup import DecayMode, DedupConfig, IngestionConfig, ingest
 from arrowdedup.config import AnalyticsConfig
-from tests.conftest import segments_frame, unit
+from tests.helpers import segments_frame, unit
 
 
 def vec_at(cos: float, axis: int, d: int = 4) -> np.ndarray:

@@ -13,57 +13,13 @@ from hypothesis import strategies as st
 from arrowdedup import DedupConfig, IngestionConfig, fact_conflict
 from arrowdedup.dedup import kernels
 from arrowdedup.schema import embeddings_from
-from tests.conftest import random_facts
+from tests.helpers import random_facts
+from tests.helpers.dedup import random_table
 
 ingest_mod = importlib.import_module("arrowdedup.dedup.ingest")
 
 THRESHOLD = 0.90
 BAND = 1e-4  # test data keeps clear of the threshold by more than the 1e-5 the spec allows
-
-
-def random_table(seed: int, n: int) -> pl.DataFrame:
-    """Documents with planted exact and near duplicates, null and zero vectors, low salience."""
-    rng = np.random.default_rng(seed)
-    d = 8
-    bases = rng.standard_normal((max(2, n // 3), d))
-    docs = rng.integers(0, 3, n)
-    types = rng.choice(["paragraph", "heading"], n, p=[0.8, 0.2])
-    langs = rng.choice(["en", "de"], n, p=[0.85, 0.15])
-    base_idx = rng.integers(0, bases.shape[0], n)
-    noise = rng.uniform(0.0, 0.5, n)[:, None] * rng.standard_normal((n, d))
-    vectors = bases[base_idx] + noise * np.linalg.norm(bases[base_idx], axis=1, keepdims=True) / 3
-    # Distinct texts whose facts overlap: a shared step number, sometimes a negation; the
-    # plain words that make them distinct are no facts.
-    words = ["".join("abcdefghij"[int(c)] for c in str(i)) for i in range(n)]
-    texts = [f"step {rng.integers(0, 3)} {'not ' if rng.random() < 0.2 else ''}word{w}"
-             .replace("word", "") for w in words]
-    texts = [f"{t} {w}x" for t, w in zip(texts, words, strict=True)]
-    for i in range(n):  # exact copies: same text (and usually the same vector)
-        if i and rng.random() < 0.2:
-            j = int(rng.integers(0, i))
-            texts[i] = texts[j]
-            if rng.random() < 0.7:
-                vectors[i] = vectors[j]
-    emb: list[list[float] | None] = []
-    for i in range(n):
-        r = rng.random()
-        if r < 0.08:
-            emb.append(None)
-        elif r < 0.12:
-            emb.append([0.0] * d)
-        else:
-            emb.append(vectors[i].astype(np.float32).tolist())
-    salience = rng.choice([0.0, 0.02, 0.3, 0.5, 0.5, 0.8, 1.0], n).astype(np.float32)
-    return pl.DataFrame({
-        "doc_id": [f"d{x}" for x in docs],
-        "segment_id": [f"s{i}" for i in range(n)],
-        "text": texts,
-        "segment_type": types,
-        "language": langs,
-        "position": pl.Series(rng.permutation(n), dtype=pl.Int32),
-        "salience": pl.Series(salience, dtype=pl.Float32),
-        "embedding": pl.Series(emb, dtype=pl.List(pl.Float32)).cast(pl.Array(pl.Float32, d)),
-    })
 
 
 def clear_of_band(frame: pl.DataFrame, threshold: float) -> bool:

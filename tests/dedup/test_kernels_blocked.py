@@ -13,42 +13,8 @@ from hypothesis import strategies as st
 from arrowdedup import DedupConfig, IngestionConfig, ingest
 from arrowdedup.dedup import kernels
 from arrowdedup.dedup.blocked import blas_threads, greedy_blocked_group
-from tests.conftest import random_facts, segments_frame
-
-THR = 0.9
-
-
-def planted(m: int, d: int, seed: int, dup: float, noise: float = 0.08) -> np.ndarray:
-    """Random vectors (pairwise cosines far below 0.9) plus near copies of some of them."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((m, d)).astype(np.float32)
-    k = int(m * dup)
-    if k:
-        src = rng.integers(0, m - k, k)
-        x[m - k :] = x[src] + noise * rng.standard_normal((k, d)).astype(np.float32)
-    return x[rng.permutation(m)]
-
-
-def clear_of_band(x: np.ndarray, band: float = 1e-4) -> bool:
-    u = x / np.linalg.norm(x, axis=1, keepdims=True)
-    c = u.astype(np.float64) @ u.T.astype(np.float64)
-    return not bool((np.abs(c - THR) < band).any())
-
-
-def inputs(x: np.ndarray, seed: int, exact: float, filt: float, unusable: float):
-    m = x.shape[0]
-    rng = np.random.default_rng(seed + 1)
-    usable = rng.random(m) >= unusable
-    inv = kernels.inverse_norms(x, usable)
-    # Hash classes: most rows unique, some share a class with an earlier row.
-    hc = np.arange(m, dtype=np.int64)
-    dup_rows = np.flatnonzero(rng.random(m) < exact)
-    dup_rows = dup_rows[dup_rows > 0]
-    hc[dup_rows] = rng.integers(0, dup_rows, dup_rows.shape[0])
-    _, hc = np.unique(hc, return_inverse=True)
-    filtered = rng.random(m) < filt
-    order = rng.permutation(m).astype(np.int64)  # greedy order is any permutation
-    return order, usable, inv, hc.astype(np.int64), filtered
+from tests.helpers import random_facts, segments_frame
+from tests.helpers.dedup import THR, clear_of_band, inputs, planted
 
 
 def run_both(x, order, usable, inv, hc, filtered, block, chunk, facts=None):

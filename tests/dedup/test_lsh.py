@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import subprocess
@@ -15,7 +14,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from arrowdedup import ConfigError, DedupConfig, IngestionConfig, LshMethod, Mode, ingest
+from arrowdedup import ConfigError, DedupConfig, IngestionConfig, LshMethod, ingest
 from arrowdedup.dedup import kernels
 from arrowdedup.dedup.lsh import (
     all_pairs_buckets,
@@ -29,14 +28,8 @@ from arrowdedup.dedup.lsh import (
     popcount,
     shingles,
 )
-from tests.conftest import ROOT, random_facts, segments_frame, spacing, word
-from tests.dedup.test_kernels_blocked import THR, clear_of_band, inputs, planted
-
-
-def lsh_config(method: LshMethod, min_segments: int = 1, **kw) -> DedupConfig:
-    base = DedupConfig()
-    return dataclasses.replace(base, ingestion=dataclasses.replace(
-        base.ingestion, mode=Mode.LSH, lsh_method=method, lsh_min_segments=min_segments, **kw))
+from tests.helpers import ROOT, random_facts
+from tests.helpers.dedup import THR, clear_of_band, inputs, lsh_config, lsh_corpus, planted
 
 
 def test_buckets_from_keys():
@@ -79,26 +72,9 @@ def test_all_pairs_equals_exact(m, d, seed, dup, exact, filt, unusable):
     np.testing.assert_allclose(s1, s2, atol=1e-5, equal_nan=True)
 
 
-def corpus(m: int, seed: int) -> pl.DataFrame:
-    """Planted near duplicates whose texts share most words with their source."""
-    rng = np.random.default_rng(seed)
-    x = planted(m, 32, seed, 0.3, noise=0.1)
-    u = x / np.linalg.norm(x, axis=1, keepdims=True)
-    # Text of a row: words drawn from the nearest "cluster" so duplicates overlap in text.
-    anchor = np.argmax(u @ u[: m // 2].T, axis=1) if m > 1 else np.zeros(m, int)
-    vocab = np.array([word(i) for i in range(5000)])  # plain words: no facts
-    texts = []
-    for i in range(m):
-        base = np.random.default_rng(int(anchor[i])).choice(vocab, 12)
-        # A near copy differs from its source in layout only (spacing): a changed word would
-        # be content the representative lacks, which the guard refuses (rules 18.0).
-        texts.append(" ".join(base) + spacing(i))
-    return segments_frame(texts, list(x), salience=list(rng.uniform(0.1, 1, m).astype(float)))
-
-
 @pytest.mark.parametrize("method", [LshMethod.HYPERPLANE, LshMethod.MINHASH])
 def test_every_lsh_merge_is_verified(method):
-    frame = corpus(2000, 11)
+    frame = lsh_corpus(2000, 11)
     res = ingest(frame, lsh_config(method))
     dec = res.decisions
     near = dec.filter(pl.col("action") == "merged_near")
@@ -114,7 +90,7 @@ def test_every_lsh_merge_is_verified(method):
 
 
 def test_hyperplane_recall_and_small_groups_stay_exact():
-    frame = corpus(3000, 4)
+    frame = lsh_corpus(3000, 4)
     exact = ingest(frame, DedupConfig()).decisions
     lsh = ingest(frame, lsh_config(LshMethod.HYPERPLANE)).decisions
     was_near = exact["action"] == "merged_near"
@@ -208,9 +184,9 @@ def test_shingles():
 
 SCRIPT = textwrap.dedent("""
     import hashlib
-    from tests.dedup.test_lsh import corpus, lsh_config
+    from tests.helpers.dedup import lsh_config, lsh_corpus
     from arrowdedup import LshMethod, ingest
-    frame = corpus(600, 2)
+    frame = lsh_corpus(600, 2)
     for method in (LshMethod.MINHASH, LshMethod.HYPERPLANE):
         dec = ingest(frame, lsh_config(method)).decisions
         print(method.value, hashlib.sha256(dec.write_ipc(None).getvalue()).hexdigest())
@@ -225,7 +201,7 @@ def test_deterministic_across_hash_seeds():
                               capture_output=True, text=True, timeout=300, check=True)
         outs.append(done.stdout)
     assert outs[0] == outs[1] and outs[0].count("\n") == 2
-    frame = corpus(600, 2)
+    frame = lsh_corpus(600, 2)
     here = {m.value: hashlib.sha256(ingest(frame, lsh_config(m)).decisions.write_ipc(None)
                                     .getvalue()).hexdigest() for m in LshMethod}
     assert all(f"{k} {v}" in outs[0] for k, v in here.items())

@@ -7,7 +7,7 @@ import pytest
 
 from arrowdedup.embed.embedders import MINILM_NAME, Embedder, Model2VecEmbedder, get_embedder
 from arrowdedup.errors import EmbedderError
-from tests.conftest import M2V_MODEL, need
+from tests.helpers import M2V_MODEL, need
 
 
 @pytest.fixture(scope="module")

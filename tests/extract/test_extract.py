@@ -23,7 +23,7 @@ from arrowdedup.extract import SCHEMA, compile_language_pattern, extract, extrac
 from arrowdedup.facts.entries import PART, ROLE_SHIFT
 from arrowdedup.facts.guard import fact_signatures
 from arrowdedup.schema import validate
-from tests.conftest import OTEL_CONTENT, need
+from tests.helpers import OTEL_CONTENT, ROOT, need
 
 MARKDOWN = """---
 title: Getting Started
@@ -836,7 +836,7 @@ def test_the_cli_reads_extract_limits_without_loading_the_parsers():
     import subprocess
 
     proc = subprocess.run([sys.executable, "-c", _LAZY], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)),
                           check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == [False, True, True, True, "arrowdedup.extract.limits",

@@ -23,8 +23,8 @@ from arrowdedup.errors import ConfigError, InputError
 from arrowdedup.extract import ExtractLimits, extract, extract_documents
 from arrowdedup.extract.isolated import Task, parse_isolated, run_isolated
 from arrowdedup.extract.sheet_scan import scan_workbook
-from tests.conftest import M2V_MODEL, ROOT, need
-from tests.hostile_files import (
+from tests.helpers import M2V_MODEL, ROOT, need
+from tests.helpers.hostile import (
     far_cell_xlsx,
     hostile_folder,
     run_measured,

@@ -14,9 +14,9 @@ from arrowdedup.errors import InputError
 from arrowdedup.extract import extract, extract_documents
 from arrowdedup.extract.isolated import parse_isolated
 from arrowdedup.extract.pdflayout import _join, clean, mask_digits
+from tests.helpers import DOCS
 
 fpdf = pytest.importorskip("fpdf")
-DOCS = Path(__file__).resolve().parents[2] / "data" / "documents"
 PDFS = sorted(DOCS.glob("*.pdf"))
 
 

@@ -12,9 +12,9 @@ import pytest
 from arrowdedup.errors import InputError
 from arrowdedup.extract import extract, extract_documents
 from arrowdedup.extract.tabular import detect_key_columns, is_id_name
+from tests.helpers import DOCS
 
 xlsxwriter = pytest.importorskip("xlsxwriter")
-DOCS = Path(__file__).resolve().parents[2] / "data" / "documents"
 
 
 def test_one_document_per_sheet_with_typed_values_and_detected_keys():
@@ -145,7 +145,7 @@ def test_ingest_cli_reports_the_key_columns(tmp_path):
     from typer.testing import CliRunner
 
     from arrowdedup.cli import app
-    from tests.conftest import M2V_MODEL, need
+    from tests.helpers import M2V_MODEL, need
 
     model = need(M2V_MODEL)
     res = CliRunner().invoke(app, ["ingest", str(DOCS / "tallybird-plans.xls"), "--out",

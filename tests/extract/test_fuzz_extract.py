@@ -15,7 +15,8 @@ import pytest
 
 from arrowdedup.errors import ArrowDedupError
 from arrowdedup.extract import ExtractLimits, extract_documents
-from tests.hostile_files import (
+from tests.helpers import DOCS
+from tests.helpers.hostile import (
     column_letters,
     far_cell_xlsx,
     shared_string_bomb_xlsx,
@@ -23,7 +24,6 @@ from tests.hostile_files import (
     write_xlsx,
 )
 
-DOCS = Path(__file__).resolve().parents[2] / "data" / "documents"
 # Small limits keep every case cheap; a file past one is a clean refusal all the same.
 LIMITS = ExtractLimits(max_cells=200_000, max_columns=500, max_text_bytes=8 << 20,
                        timeout=120, memory=768 << 20)

@@ -21,7 +21,7 @@ from arrowdedup.cli import app
 from arrowdedup.errors import ConfigError, InputError
 from arrowdedup.facts.guard import fact_conflict
 from arrowdedup.facts.tables import KIND_NAMES
-from tests.conftest import M2V_MODEL, need
+from tests.helpers import M2V_MODEL, need
 
 GRADED = [
     ("p1", "5.0", "A man is playing a guitar.", "A man is playing a guitar."),

@@ -15,7 +15,7 @@ from arrowdedup.facts import content as cw
 from arrowdedup.facts import guard as F
 from arrowdedup.facts import tables as fact_tables
 from arrowdedup.jit import interpreted
-from tests.conftest import OTEL_CONTENT, need
+from tests.helpers import OTEL_CONTENT, need
 
 
 def _relation_facts(row: np.ndarray, content: np.ndarray, stem: np.ndarray, klass: np.ndarray,

@@ -12,7 +12,7 @@ from arrowdedup import DedupConfig, IngestionConfig, fact_conflict, ingest
 from arrowdedup.facts.entries import LABEL, PART, ROLE_SHIFT, SUBJECT, defined_type, label_rows
 from arrowdedup.facts.sections import lead_ins
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
-from tests.conftest import segments_frame, unit
+from tests.helpers import segments_frame, unit
 
 RNG = np.random.default_rng(20)
 BASES = [unit(RNG.normal(size=16)) for _ in range(3)]

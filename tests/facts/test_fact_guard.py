@@ -23,7 +23,7 @@ from arrowdedup import (
 from arrowdedup.cli import app
 from arrowdedup.dedup.salience import DefaultSalience
 from arrowdedup.metrics.views import connect, corpus_metrics, merge_examples
-from tests.conftest import segments_frame, unit
+from tests.helpers import segments_frame, unit
 
 RNG = np.random.default_rng(12)
 BASE = [unit(RNG.normal(size=16)) for _ in range(3)]

@@ -41,39 +41,11 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import xxhash
 
 from arrowdedup.arrays.hashing import _buffers
 from arrowdedup.facts import guard as F
 from arrowdedup.jit import interpreted
-from tests.conftest import SHARED_DATA, need
-
-CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
-PER_LANGUAGE = 60  # paragraphs from the start of each language's folder
-TYPES = ["paragraph", "paragraph", "code", "heading", None, "page_furniture", "table_row"]
-# (texts, both digests): with segment types and languages, and with neither.
-EXPECTED = (638, "7055a62b6472522b", "5bbd63c4802b6776")
-
-
-def corpus_sample() -> tuple[list[str], list[str]]:
-    """Paragraphs of every language of the shared corpus, and each one's language tag."""
-    texts: list[str] = []
-    langs: list[str] = []
-    for folder in sorted(p for p in need(CONTENT).iterdir() if p.is_dir()):
-        paras: list[str] = []
-        for path in sorted(folder.rglob("*.md")):
-            text = path.read_text(encoding="utf-8", errors="replace")
-            paras += [p.strip() for p in text.split("\n\n") if p.strip()]
-            if len(paras) >= PER_LANGUAGE:
-                break
-        texts += paras[:PER_LANGUAGE]
-        langs += [folder.name] * len(paras[:PER_LANGUAGE])
-    return texts, langs
-
-
-def digest(offsets: np.ndarray, values: np.ndarray) -> str:
-    return xxhash.xxh64(offsets.astype("<i8").tobytes() + values.astype("<u8").tobytes()
-                        ).hexdigest()
+from tests.helpers.golden import EXPECTED, TYPES, corpus_sample, digest
 
 
 def test_signatures_of_real_text_are_as_before() -> None:

@@ -29,7 +29,7 @@ from arrowdedup.facts.tables import (
     SUBSET,
     VERSION,
 )
-from tests.conftest import segments_frame
+from tests.helpers import segments_frame
 
 
 def _signatures(data: st.DataObject, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ from arrowdedup.facts.guard import conflict_reasons, fact_modes, signatures_of
 from arrowdedup.facts.sections import FORM, LEAF, PREFIX, ROLE_SHIFT, ROOT, SECTION, section_facts
 from arrowdedup.facts.tables import REASONS
 from arrowdedup.retrieval.crossdoc import dedupe_ranked
-from tests.conftest import segments_frame, unit
+from tests.helpers import segments_frame, unit
 
 RNG = np.random.default_rng(44)
 BASE = unit(RNG.normal(size=24))

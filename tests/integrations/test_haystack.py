@@ -12,7 +12,7 @@ import pytest
 
 import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
-from tests.conftest import M2V_MODEL, Counting, need
+from tests.helpers import M2V_MODEL, Counting, need
 
 pytest.importorskip("haystack")
 from haystack import Document, Pipeline

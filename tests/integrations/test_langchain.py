@@ -13,7 +13,7 @@ import pytest
 
 import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
-from tests.conftest import M2V_MODEL, Counting, need
+from tests.helpers import M2V_MODEL, Counting, need
 
 pytest.importorskip("langchain_core")
 from langchain_core.documents import (
@@ -193,7 +193,7 @@ def test_compressor_inside_contextual_compression_retriever(documents, m2v, embe
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, sample_segments, m2v):
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     out = tmp_path_factory.mktemp("lc") / "store"
     ad.ingest_to_store([ROOT / "data" / "sample"], out, embedder=m2v, quiet=True)

@@ -12,7 +12,7 @@ import pytest
 
 import arrowdedup as ad
 from arrowdedup.errors import EmbedderError, InputError, MissingDependencyError
-from tests.conftest import M2V_MODEL, ROOT, Counting, need
+from tests.helpers import M2V_MODEL, ROOT, Counting, need
 
 pytest.importorskip("llama_index.core")
 from llama_index.core.base.embeddings.base import BaseEmbedding

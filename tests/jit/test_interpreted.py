@@ -26,10 +26,8 @@ from arrowdedup.facts import tables as fact_tables
 from arrowdedup.jit import interpreted
 from arrowdedup.pipeline.run import ingest_to_store
 from arrowdedup.store.manifest import current_version
-from tests.conftest import OTEL_CONTENT, need, random_facts
-from tests.facts import test_fact_scan_golden as golden
+from tests.helpers import OTEL_CONTENT, ROOT, golden, need, random_facts
 
-ROOT = Path(__file__).resolve().parents[2]
 # Words the scanner treats specially, mixed with arbitrary text.
 PIECES = [
     "3.5", "v3.5", "--max-request-bytes", "http_server_requests_total", "10,000", "1,5", "217MB",

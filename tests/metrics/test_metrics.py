@@ -26,8 +26,8 @@ from arrowdedup.metrics import (
     prometheus_text,
 )
 from arrowdedup.metrics.views import RETRIEVAL_LOG_COLUMNS
-from tests.conftest import segments_frame
-from tests.metrics_corpus import build_store, corpus, empty_frame, write_log
+from tests.helpers import segments_frame
+from tests.helpers.metrics_corpus import build_store, corpus, empty_frame, write_log
 
 runner = CliRunner()
 

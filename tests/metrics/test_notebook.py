@@ -11,9 +11,9 @@ import pytest
 from nbclient import NotebookClient
 
 from arrowdedup.metrics import benchmark_tables
-from tests.metrics_corpus import build_store, write_log
+from tests.helpers import ROOT
+from tests.helpers.metrics_corpus import build_store, write_log
 
-ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "dedup_dashboard.ipynb"
 
 

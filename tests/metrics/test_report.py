@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from arrowdedup.cli import app
 from arrowdedup.metrics import connect, top_boosted
-from tests.metrics_corpus import build_store, empty_frame, write_log
+from tests.helpers.metrics_corpus import build_store, empty_frame, write_log
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -143,7 +143,7 @@ LAYOUT_PROBE = """<script>window.addEventListener('load', () => {
 def crowded_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every document above the high-dedup threshold, with long versioned ids: the warnings
     table lists them all, the case whose columns the browser squeezed to 1-3 characters."""
-    from tests.conftest import segments_frame, unit
+    from tests.helpers import segments_frame, unit
 
     tmp = tmp_path_factory.mktemp("crowded")
     rng = np.random.default_rng(3)
@@ -195,7 +195,7 @@ def test_report_layout_has_no_squeezed_clipped_or_overlapping_text(
 def test_retrieval_warning_names_version_copies(tmp_path: Path) -> None:
     from arrowdedup.metrics import compute_warnings
     from arrowdedup.store import open_store
-    from tests.conftest import segments_frame, unit
+    from tests.helpers import segments_frame, unit
 
     rng = np.random.default_rng(5)
     texts, vectors, docs = [], [], []

@@ -22,7 +22,7 @@ from arrowdedup.pipeline.inputs import is_documents_input
 from arrowdedup.pipeline.run import ingest_to_store
 from arrowdedup.store import open_store
 from arrowdedup.timings import STAGES
-from tests.conftest import M2V_MODEL, need
+from tests.helpers import M2V_MODEL, need
 
 PAGE = """---
 title: Webhooks

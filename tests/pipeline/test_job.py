@@ -19,14 +19,8 @@ from arrowdedup import JobResult, StoreError, ingest, ingest_to_store, open_stor
 from arrowdedup.config import resolve_config
 from arrowdedup.store import INV_NORM, atomic_write_bytes, store_lock
 from arrowdedup.timings import STAGES
-from tests.conftest import M2V_MODEL, need
-from tests.pipeline.test_pipeline import corpus
-
-
-def data_files(root: Path) -> dict[str, bytes]:
-    version = (root / "current").resolve()
-    return {str(p.relative_to(version)): p.read_bytes() for p in sorted(version.rglob("*"))
-            if p.is_file() and p.name != "manifest.json"}
+from tests.helpers import M2V_MODEL, need
+from tests.helpers.pipeline import corpus, data_files
 
 
 def test_every_table_input_writes_the_same_store(tmp_path: Path) -> None:

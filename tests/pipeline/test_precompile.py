@@ -13,9 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import M2V_MODEL
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import M2V_MODEL, ROOT
 
 # Run in a fresh process: every jitted function's overloads (compiled, or loaded from the
 # cache) are listed before and after each warm-up of the compile stage and at the end of the

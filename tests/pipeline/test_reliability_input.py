@@ -28,7 +28,7 @@ from arrowdedup import (
     verify_store,
 )
 from arrowdedup.cli import app
-from tests.conftest import ROOT, segments_frame, unit
+from tests.helpers import ROOT, segments_frame, unit
 
 runner = CliRunner()
 
@@ -389,7 +389,7 @@ def test_unreadable_config_file(tmp_path: Path) -> None:
 
 
 def _m2v() -> str:
-    from tests.conftest import M2V_MODEL, need
+    from tests.helpers import M2V_MODEL, need
 
     return f"model2vec:{need(M2V_MODEL)}"
 

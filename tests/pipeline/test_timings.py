@@ -21,7 +21,7 @@ from arrowdedup import (
     update_store,
 )
 from arrowdedup.timings import IN_BUCKETS, SEQUENTIAL, STAGES, complete
-from tests.pipeline.test_pipeline import corpus
+from tests.helpers.pipeline import corpus
 
 TOLERANCE = 0.05  # seconds: perf_counter readings taken a few statements apart
 

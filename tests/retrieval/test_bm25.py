@@ -16,6 +16,7 @@ from arrowdedup.retrieval import bm25 as bm25_module
 from arrowdedup.retrieval import tokens_jit as jit
 from arrowdedup.retrieval.bm25 import Bm25Builder, Bm25Index, load_bm25
 from arrowdedup.retrieval.tokens import lowercase, tokenize, tokens_of
+from tests.helpers import ROOT
 
 
 def jit_tokens(texts: list[str | None]) -> list[list[str]]:
@@ -255,7 +256,7 @@ def test_a_driver_without_numba_builds_the_large_index_with_numpy(tmp_path: Path
         "assert 'numba' not in sys.modules, 'the finish loaded Numba'\n")
     texts = corpus(30_000, seed=3)
     (tmp_path / "texts.txt").write_text("\n".join(texts), encoding="utf-8")
-    root = Path(__file__).resolve().parents[2]
+    root = ROOT
     proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "numpy"),
                            str(tmp_path / "texts.txt")], cwd=root,
                           capture_output=True, text=True, check=False)

@@ -24,7 +24,7 @@ from arrowdedup.retrieval.ranked_dedup import (
     duplicate_of,
     output_plan,
 )
-from tests.conftest import M2V_MODEL, ROOT, random_facts
+from tests.helpers import M2V_MODEL, ROOT, random_facts
 
 
 def _clustered(seed: int, n: int, dim: int, spread: float) -> np.ndarray:
@@ -137,7 +137,7 @@ _FRESH = textwrap.dedent("""
 
 def test_a_fresh_search_loads_no_numba_and_answers_as_the_kernel(tmp_path, embedder):
     from arrowdedup import ingest_to_store
-    from tests.conftest import segments_frame
+    from tests.helpers import segments_frame
 
     # Near repeats in other documents (and one with another number: the guard keeps it).
     texts = ["Webhooks are retried eight times over three days.",

@@ -21,7 +21,7 @@ import pytest
 from arrowdedup import StoreError, ingest, open_store, write_store
 from arrowdedup.metrics import connect
 from arrowdedup.retrieval.search import search
-from tests.conftest import ROOT, segments_frame
+from tests.helpers import ROOT, segments_frame
 
 # The retrieval log is written through the store's atomic-write helper.
 atomic_module = sys.modules["arrowdedup.store.atomic"]

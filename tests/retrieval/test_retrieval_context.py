@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from arrowdedup import build_context, ingest_to_store
-from tests.conftest import M2V_MODEL, OTEL_CONTENT, need
+from tests.helpers import M2V_MODEL, OTEL_CONTENT, need
 
 PAGE = """---
 title: Collector configuration

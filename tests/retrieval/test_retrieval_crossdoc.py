@@ -21,7 +21,7 @@ from arrowdedup import (
 )
 from arrowdedup.dedup import kernels
 from arrowdedup.retrieval.crossdoc_jit import greedy_ranked, greedy_ranked_numpy
-from tests.conftest import random_facts
+from tests.helpers import random_facts
 
 
 def ranked(ids, vectors, **extra) -> pl.DataFrame:

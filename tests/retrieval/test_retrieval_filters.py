@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from arrowdedup import DedupConfig, InputError, ingest, search, write_store
 from arrowdedup.cli import app
 from arrowdedup.retrieval.search import version_keys
-from tests.conftest import segments_frame, unit
+from tests.helpers import segments_frame, unit
 
 runner = CliRunner()
 DIM = 8

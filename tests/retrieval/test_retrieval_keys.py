@@ -13,10 +13,8 @@ from arrowdedup import InputError, build_context, ingest, ingest_to_store, searc
 from arrowdedup.cli import app
 from arrowdedup.metrics import connect
 from arrowdedup.retrieval.keys import indexed_text, token_pattern
-from tests.conftest import M2V_MODEL
-from tests.retrieval.test_retrieval_search import corpus_frame
-
-DOCS = Path(__file__).resolve().parents[2] / "data" / "documents"
+from tests.helpers import DOCS, M2V_MODEL
+from tests.helpers.retrieval import corpus_frame
 
 
 @pytest.fixture(scope="module")

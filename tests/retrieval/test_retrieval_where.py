@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from arrowdedup import DedupConfig, InputError, ingest, open_store, search, write_store
 from arrowdedup.cli import app
 from arrowdedup.retrieval.search import filter_rows
-from tests.conftest import segments_frame, unit
+from tests.helpers import README, ROOT, segments_frame, unit
 
 runner = CliRunner()
 DIM = 8
@@ -51,7 +51,7 @@ def _all_rows(store: Path) -> int:
 
 def test_the_default_limit_is_documented_and_bounded() -> None:
     assert DedupConfig().retrieval.where_timeout_ms == 10_000
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = README.read_text(encoding="utf-8")
     assert "Retrieval.WhereTimeoutMs" in readme and "10000" in readme
 
 
@@ -173,7 +173,7 @@ def test_no_progress_bar_reaches_stdout(store: Path) -> None:
             f"    filter_rows(open_store(sys.argv[1]), {RUNAWAY!r}, 6000)\n"
             "except InputError as err:\n"
             "    print('refused', 'WhereTimeoutMs' in str(err))\n")
-    root = Path(__file__).resolve().parents[2]
+    root = ROOT
     out = subprocess.run([sys.executable, "-c", code, str(store)], capture_output=True,
                          text=True, timeout=300, cwd=root,
                          env={**__import__("os").environ, "PYTHONPATH": str(root)})

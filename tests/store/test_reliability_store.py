@@ -8,8 +8,6 @@ import contextlib
 import errno
 import json
 import os
-import select
-import signal
 import subprocess
 import sys
 import time
@@ -24,9 +22,10 @@ from typer.testing import CliRunner
 from arrowdedup import StoreError, ingest, open_store, verify_store, write_store
 from arrowdedup.cli import app
 from arrowdedup.pipeline.run import ingest_to_store
-from arrowdedup.store import LOCK, PAUSE_ENV
+from arrowdedup.store import LOCK
 from arrowdedup.store.integrity import manifest_text
-from tests.conftest import ROOT, segments_frame, unit
+from tests.helpers import segments_frame, unit
+from tests.helpers.store import cli_process, kill, wait_for_pause
 
 runner = CliRunner()
 POINTS = ("locked", "files-written", "manifest-written", "renamed", "switched")
@@ -67,45 +66,6 @@ def _snapshot(root: Path) -> tuple[str, dict[str, str]]:
     return str(store.manifest["run_id"]), files
 
 
-def _cli(args: list[str], pause: str | None = None) -> subprocess.Popen[str]:
-    env = dict(os.environ)
-    if pause:
-        env[PAUSE_ENV] = pause
-    return subprocess.Popen(
-        [sys.executable, "-m", "arrowdedup", *args], cwd=ROOT, env=env, text=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-
-
-def _wait_for_pause(proc: subprocess.Popen[str], point: str, timeout: float = 90.0) -> None:
-    # Raw reads on the descriptor: a buffered readline could swallow the marker line into
-    # Python's buffer, where select() cannot see it.
-    assert proc.stderr is not None
-    fd = proc.stderr.fileno()
-    marker = f"arrowdedup-test-pause {point}\n"
-    deadline = time.monotonic() + timeout
-    seen = ""
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        if ready:
-            chunk = os.read(fd, 65536).decode(errors="replace")
-            seen += chunk
-            if marker in seen:
-                return
-            if not chunk and proc.poll() is not None:
-                break
-    proc.kill()
-    raise AssertionError(f"writer never reached {point!r}; stderr: {seen}")
-
-
-def _kill(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
-    if proc.stderr:
-        proc.stderr.close()
-
-
 def _same_data_as(root: Path, expected: Path) -> None:
     """The store's current version holds exactly the result of ingesting ``expected``."""
     result = ingest(expected)
@@ -128,12 +88,12 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
         ingest_to_store([old], root)
         before[point] = _snapshot(root)
     fresh = tmp_path / "fresh"
-    procs = {p: _cli(["ingest", str(new), "--out", str(r), "-q", "--replace"], pause=p)
+    procs = {p: cli_process(["ingest", str(new), "--out", str(r), "-q", "--replace"], pause=p)
              for p, r in roots.items()}
-    first = _cli(["ingest", str(old), "--out", str(fresh), "-q"], pause="manifest-written")
+    first = cli_process(["ingest", str(old), "--out", str(fresh), "-q"], pause="manifest-written")
     try:
         for point, proc in procs.items():
-            _wait_for_pause(proc, point)
+            wait_for_pause(proc, point)
             root = roots[point]
             assert (root / LOCK).read_text().strip() == str(proc.pid), "the lock names its holder"
             with pytest.raises(StoreError) as info:
@@ -145,9 +105,9 @@ def test_sigkill_at_each_point_leaves_old_or_new_whole(
                                           "--replace"])
                 assert cli.exit_code == 1 and f"process {proc.pid}" in cli.output
                 assert _snapshot(root) == before[point]  # readers still see the old version
-            _kill(proc)
-        _wait_for_pause(first, "manifest-written")
-        _kill(first)
+            kill(proc)
+        wait_for_pause(first, "manifest-written")
+        kill(first)
     finally:
         for proc in [*procs.values(), first]:
             with contextlib.suppress(ProcessLookupError):
@@ -191,7 +151,8 @@ def test_timed_sigkills_never_leave_a_mix(inputs: tuple[Path, Path], big_input: 
         ingest_to_store([old], root)
         snapshots.append(_snapshot(root))
     start = time.monotonic()
-    procs = [_cli(["ingest", str(big_input), "--out", str(r), "-q", "--replace"]) for r in roots]
+    procs = [cli_process(["ingest", str(big_input), "--out", str(r), "-q", "--replace"])
+             for r in roots]
     try:
         for delay, proc in zip(delays, procs, strict=True):
             time.sleep(max(0.0, start + delay - time.monotonic()))

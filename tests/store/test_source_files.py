@@ -22,7 +22,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def model() -> str:
-    from tests.conftest import M2V_MODEL, need
+    from tests.helpers import M2V_MODEL, need
 
     return f"model2vec:{need(M2V_MODEL)}"
 

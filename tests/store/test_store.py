@@ -18,16 +18,7 @@ from arrowdedup import StoreError, ingest, open_store, write_store
 from arrowdedup.arrays.scratch import ScratchPool
 from arrowdedup.store import atomic
 from arrowdedup.store.writer import checksum_file, write_data_file
-from tests.dedup.test_kernels import random_table
-
-
-def corpus(seed: int = 0, docs: int = 12) -> pl.DataFrame:
-    parts = []
-    for i in range(docs):
-        t = random_table(seed * 1000 + i, 30)
-        parts.append(t.with_columns(pl.lit(f"doc-{i}").alias("doc_id"),
-                                    (pl.lit(f"{i}:") + pl.col("segment_id")).alias("segment_id")))
-    return pl.concat(parts)
+from tests.helpers.store import corpus
 
 
 def data_files(version: Path) -> dict[str, str]:

@@ -25,7 +25,7 @@ from arrowdedup.store import open_store
 from arrowdedup.store.integrity import BLOCK_SIZE, forget_checked, manifest_text
 from arrowdedup.store.reader import is_panic, read_failure, reads_store
 from arrowdedup.store.versions import list_versions, scan_versions
-from tests.store.test_store_life import corpus_of
+from tests.helpers.store import corpus_of
 
 runner = CliRunner()
 
@@ -246,7 +246,7 @@ def test_embedding_rows_are_checked_when_read(tmp_path: Path) -> None:
     # 1,000 vectors of 256 floats: 1 MB of values over four blocks. A flip in row 600 fails
     # the reads of that row (and the dense scan), not the opening nor a read of row 10.
     from arrowdedup import ingest, write_store
-    from tests.conftest import segments_frame, unit
+    from tests.helpers import segments_frame, unit
 
     rng = np.random.default_rng(11)
     n = 1000

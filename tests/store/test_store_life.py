@@ -24,20 +24,9 @@ from arrowdedup.store import store_lock
 from arrowdedup.store.integrity import manifest_text
 from arrowdedup.store.verify import verify_store
 from arrowdedup.store.versions import list_versions, rollback
-from tests.dedup.test_kernels import random_table
+from tests.helpers.store import corpus_of
 
 runner = CliRunner()
-
-
-def doc(i: int, seed: int, n: int = 24) -> pl.DataFrame:
-    """Document ``doc-i``; another ``seed`` gives a changed document with the same id."""
-    t = random_table(seed * 7919 + i, n)
-    return t.with_columns(pl.lit(f"doc-{i}").alias("doc_id"),
-                          (pl.lit(f"{i}:{seed}:") + pl.col("segment_id")).alias("segment_id"))
-
-
-def corpus_of(state: dict[int, int]) -> pl.DataFrame:
-    return pl.concat([doc(i, s) for i, s in sorted(state.items())])
 
 
 def _sorted(frame: pl.DataFrame) -> pl.DataFrame:
@@ -446,7 +435,7 @@ POINTS = ("locked", "files-written", "manifest-written", "renamed", "switched")
 def test_sigkill_at_each_write_point_of_an_update(tmp_path: Path) -> None:
     """An update killed at each write point leaves the previous version current and whole
     (or, killed after the switch, the new one)."""
-    from tests.store.test_reliability_store import _cli, _kill, _wait_for_pause
+    from tests.helpers.store import cli_process, kill, wait_for_pause
 
     first = _write(corpus_of({0: 0, 1: 0, 2: 0}), tmp_path / "a.parquet")
     second = _write(corpus_of({0: 1, 1: 0, 2: 0, 3: 0}), tmp_path / "b.parquet")
@@ -455,12 +444,12 @@ def test_sigkill_at_each_write_point_of_an_update(tmp_path: Path) -> None:
     for root in roots.values():
         ingest_to_store([first], root, quiet=True)
         before[root] = open_store(root).run_id
-    procs = {point: _cli(["ingest", str(second), "--out", str(root), "--update", "-q"],
+    procs = {point: cli_process(["ingest", str(second), "--out", str(root), "--update", "-q"],
                          pause=point) for point, root in roots.items()}
     try:
         for point, proc in procs.items():
-            _wait_for_pause(proc, point)
-            _kill(proc)
+            wait_for_pause(proc, point)
+            kill(proc)
     finally:
         for proc in procs.values():
             proc.kill()
@@ -482,7 +471,7 @@ def test_sigkill_at_each_write_point_of_an_update(tmp_path: Path) -> None:
 
 
 def test_folder_update_re_extracts_only_changed_files(tmp_path: Path) -> None:
-    from tests.conftest import M2V_MODEL, need
+    from tests.helpers import M2V_MODEL, need
 
     need(M2V_MODEL)
     embedder = f"model2vec:{M2V_MODEL}"
@@ -531,7 +520,7 @@ def test_update_of_a_few_files_equals_a_full_ingest(tmp_path: Path) -> None:
     lengths differ'), and near merges have the full ingest's similarity bits."""
     import shutil
 
-    from tests.conftest import M2V_MODEL, ROOT, need
+    from tests.helpers import M2V_MODEL, ROOT, need
 
     embedder = f"model2vec:{need(M2V_MODEL)}"
     docs = tmp_path / "docs"

@@ -18,7 +18,7 @@ from arrowdedup.cli import app
 from arrowdedup.store import bucket_of, open_store
 from arrowdedup.store.integrity import manifest_text
 from arrowdedup.store.writer import index_file_entry
-from tests.conftest import segments_frame, unit
+from tests.helpers import segments_frame, unit
 
 runner = CliRunner()
 

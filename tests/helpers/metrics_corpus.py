@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from arrowdedup import DedupConfig, IngestionResult, ingest, write_store
-from tests.conftest import segments_frame, unit
+from tests.helpers import segments_frame, unit
 
 DIM = 16
 
