@@ -129,7 +129,8 @@ def test_readme_framework_example_runs(extra: str, tmp_path: Path, monkeypatch, 
 
     need(M2V_MODEL)
     pytest.importorskip({"langchain": "langchain_community", "llamaindex": "llama_index.core",
-                         "haystack": "haystack", "datasets": "datasets"}[extra])
+                         "haystack": "haystack", "datasets": "datasets"}[extra],
+                        reason=f"the [{extra}] extra is not installed")
     block = framework_blocks().get(extra)
     assert block is not None, f"README has no {extra} example"
     work = tmp_path / "work"

@@ -6,10 +6,11 @@ import pytest
 
 from tests.helpers import M2V_MODEL, OTEL_CONTENT, need
 
-pytest.importorskip("langchain_community")
-pytest.importorskip("llama_index.core")
-pytest.importorskip("haystack")
-pytest.importorskip("datasets")
+# The [bench] extra brings every framework adapter's extra.
+pytest.importorskip("langchain_community", reason="the [bench] extra is not installed")
+pytest.importorskip("llama_index.core", reason="the [bench] extra is not installed")
+pytest.importorskip("haystack", reason="the [bench] extra is not installed")
+pytest.importorskip("datasets", reason="the [bench] extra is not installed")
 
 from benchmarks import integrations
 

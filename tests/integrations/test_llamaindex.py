@@ -14,7 +14,7 @@ import arrowdedup as ad
 from arrowdedup.errors import EmbedderError, InputError, MissingDependencyError
 from tests.helpers import M2V_MODEL, ROOT, Counting, need
 
-pytest.importorskip("llama_index.core")
+pytest.importorskip("llama_index.core", reason="the [llamaindex] extra is not installed")
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.postprocessor.types import BaseNodePostprocessor

@@ -32,7 +32,9 @@ print("linalg-after-dot", "scipy.linalg" in sys.modules)
 
 
 def test_a_kernel_process_never_imports_scipy_linalg_and_blas_still_works() -> None:
-    pytest.importorskip("scipy.linalg", reason="scipy is not installed")
+    pytest.importorskip(
+        "scipy.linalg", reason="scipy is not installed (no extra of ours needs it; the test checks "
+        "that a kernel process never loads it when it is there)")
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

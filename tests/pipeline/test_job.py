@@ -309,7 +309,8 @@ def test_a_ray_run_that_started_ray_stops_it_before_returning(tmp_path: Path) ->
     frame = corpus(docs=8, per_doc=10)
     path = tmp_path / "in.arrow"
     feather.write_feather(frame.to_arrow(), path, compression="uncompressed")
-    psutil = pytest.importorskip("psutil")
+    psutil = pytest.importorskip(
+        "psutil", reason="psutil is not installed (no extra of ours names it; ipykernel brings it)")
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     result = ingest_to_store([path], tmp_path / "s", buckets=2, engine="ray", quiet=True)
     assert not ray.is_initialized()

@@ -146,7 +146,7 @@ def test_cli_mode_and_engine_options(inputs, tmp_path):
 
 
 def test_ray_engine_is_byte_identical_to_local(inputs, tmp_path):
-    ray = pytest.importorskip("ray")
+    ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
     ingest_to_store([inputs["parquet"]], tmp_path / "local", buckets=6)
     # Two documents in different buckets sharing a segment id: the commit's global check
     # refuses the run after the tasks wrote their buckets into the staging directory.

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import M2V_MODEL, ROOT
+from tests.helpers import M2V_MODEL, ROOT, need
 
 # Run in a fresh process: every jitted function's overloads (compiled, or loaded from the
 # cache) are listed before and after each warm-up of the compile stage and at the end of the
@@ -100,15 +100,13 @@ def test_a_small_run_loads_no_kernel(tmp_path: Path) -> None:
     small = tmp_path / "small"
     small.mkdir()
     (small / "a.md").write_text("# Keys\n\nKeys rotate every 90 days.\n")
-    if not M2V_MODEL.is_dir():
-        pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
+    need(M2V_MODEL)
     out = probe("docs", str(tmp_path / "d"), str(small), str(M2V_MODEL))
     assert out == {"stray": [], "numba": False, "compile": 0.0, "kernels": []}
 
 
 def test_the_sample_docs_compile_before_the_work(tmp_path: Path) -> None:
-    if not M2V_MODEL.is_dir():
-        pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
+    need(M2V_MODEL)
     out = probe("docs", str(tmp_path / "d"), str(ROOT / "data" / "sample"), str(M2V_MODEL))
     assert out["stray"] == [], out["stray"]
     # Its 45 KB of text take the twins of the scanner and of the guard's CSR helpers: from
@@ -141,8 +139,7 @@ def test_a_large_docs_folder_compiles_the_scanner_before_extracting(tmp_path: Pa
     in ``compile``, never inside ``extract``. Japanese text counts its bytes outside ASCII
     three times (the twin spends that much longer on them): a folder under the bound in
     bytes is over it."""
-    if not M2V_MODEL.is_dir():
-        pytest.skip(f"the Model2Vec model is absent ({M2V_MODEL})")
+    need(M2V_MODEL)
     from arrowdedup.facts.guard import _scan_size
     from arrowdedup.facts.tables import TWIN_MAX_BYTES
 
