@@ -28,14 +28,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .common import ROOT, SHARED_DATA, fmt, table
-
-sys.path.insert(0, str(ROOT / "tests"))
-from hostile_files import (  # the writers live with the fuzz tests
+from tests.helpers.hostile import (  # the writers the extractors' fuzz tests use too
     hostile_folder,
     run_measured,
     write_xlsx,
 )
+
+from .common import ROOT, SHARED_DATA, fmt, table
 
 TITLE = "Hostile and large input: peak memory of the whole ingest"
 REPEATS = 3

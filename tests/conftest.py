@@ -1,127 +1,17 @@
-"""Shared test helpers: the shared data folder and small segment tables."""
+"""Fixtures shared by every test. The builders and paths live in :mod:`tests.helpers`; no test
+imports this file."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
 
-import numpy as np
 import polars as pl
 import pytest
 
+from tests.helpers import M2V_MODEL, SAMPLE, need
+
 # Haystack sends usage telemetry unless told not to; tests never reach the network.
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-
-ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
-M2V_MODEL = SHARED_DATA / "models" / "m2v-minilm-l6-256"
-OTEL_CONTENT = SHARED_DATA / "corpus" / "opentelemetry.io" / "content"
-PAIRS = SHARED_DATA / "pairs"
-
-
-def need(path: Path) -> Path:
-    """Skip the test, with a message, when a piece of ../shared/data is absent."""
-    if not path.exists():
-        pytest.skip(f"../shared/data/{path.relative_to(SHARED_DATA)} is not present")
-    return path
-
-
-def on_a_terminal(args: list[str], env: dict[str, str], *, stream: str) -> bytes:
-    """What ``arrowdedup ARGS`` writes to its ``stream`` ("stdout" or "stderr") when that
-    stream is a terminal (a pty); the other streams go nowhere. The run must exit 0."""
-    import pty
-
-    master, slave = pty.openpty()
-    sinks = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: slave}
-    proc = subprocess.Popen([sys.executable, "-m", "arrowdedup", *args], env=env,
-                            stdin=subprocess.DEVNULL, **sinks)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=300)
-    os.close(master)
-    assert proc.returncode == 0
-    return b"".join(chunks)
-
-
-def word(i: int) -> str:
-    """A distinct plain lower-case word for ``i`` ("bcq" for 12): texts built from such words
-    state no fact (arrowdedup.facts.guard), so the fact guard lets cosine decide."""
-    return "".join(chr(97 + int(c)) for c in str(i)) + "q"
-
-
-def spacing(i: int) -> str:
-    """White space that makes ``i`` texts distinct (another content hash) while they state the
-    same facts and content words: layout, which the guard ignores (SPEC §2), so near copies
-    built with it merge on cosine alone."""
-    return " " * (i + 1)
-
-
-def unit(v: np.ndarray) -> np.ndarray:
-    return (v / np.linalg.norm(v)).astype(np.float32)
-
-
-def segments_frame(
-    texts: list[str],
-    embeddings: list[np.ndarray | None] | None = None,
-    *,
-    doc_id: str | list[str] = "doc",
-    segment_type: str | list[str] = "paragraph",
-    salience: list[float] | None = None,
-    **extra: list[object],
-) -> pl.DataFrame:
-    """A segments table with fixed-size float32 embeddings (None → null)."""
-    n = len(texts)
-    docs = [doc_id] * n if isinstance(doc_id, str) else doc_id
-    types = [segment_type] * n if isinstance(segment_type, str) else segment_type
-    data: dict[str, object] = {
-        "doc_id": docs,
-        "segment_id": [f"s{i}" for i in range(n)],
-        "text": texts,
-        "segment_type": types,
-        "position": pl.Series(list(range(n)), dtype=pl.Int32),
-    }
-    if salience is not None:
-        data["salience"] = pl.Series(salience, dtype=pl.Float32)
-    data.update(extra)
-    frame = pl.DataFrame(data)
-    if embeddings is not None:
-        dim = next((len(e) for e in embeddings if e is not None), 4)
-        values = [None if e is None else [float(x) for x in e] for e in embeddings]
-        frame = frame.with_columns(
-            pl.Series("embedding", values, dtype=pl.List(pl.Float32)).cast(
-                pl.Array(pl.Float32, dim)
-            )
-        )
-    return frame
-
-
-def random_facts(m: int, seed: int):
-    """Random fact signatures (CSR) over a small pool, so that covers and refusals are both
-    common, and random guard modes (subset or equal)."""
-    rng = np.random.default_rng(seed + 7)
-    pool = np.array(sorted((k << 61) | int(v) for k, v in
-                           zip(rng.integers(1, 8, 6), rng.integers(1, 2**40, 6), strict=True)),
-                    dtype=np.uint64)
-    counts = rng.integers(0, 3, m)
-    offsets = np.zeros(m + 1, dtype=np.int64)
-    values = []
-    for r in range(m):
-        chosen = np.unique(rng.choice(pool, counts[r], replace=False))
-        values.extend(chosen.tolist())
-        offsets[r + 1] = len(values)
-    modes = rng.choice(np.array([0, 0, 1], dtype=np.int8), m)
-    return offsets, np.array(values, dtype=np.uint64), modes
 
 
 @pytest.fixture(scope="session")
@@ -138,16 +28,4 @@ def sample_segments() -> pl.DataFrame:
     tests dedup (doc_id, segment_id, text, … in document order)."""
     from arrowdedup.extract import extract
 
-    return extract([ROOT / "data" / "sample"], root=ROOT / "data" / "sample")
-
-
-class Counting:
-    """A real embedder that counts its calls (the framework adapters must not call it for
-    items that carry their embeddings)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.name, self.dim, self.calls = inner, inner.name, inner.dim, 0
-
-    def encode(self, texts: list[str]) -> Any:
-        self.calls += 1
-        return self.inner.encode(texts)
+    return extract([SAMPLE], root=SAMPLE)

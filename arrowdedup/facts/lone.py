@@ -1,6 +1,6 @@
 """Lone rows: the rows of a group that every other row of it refuses under the guard, whatever
 the cosine (their facts are in no other row), so a kernel skips their pairs. An optimisation
-that changes no decision (``tests/test_lone_rows.py``).
+that changes no decision (``tests/facts/test_lone_rows.py``).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ take the word tables, the unit tables and the wide negations as three tuples. Th
 loop stays in :func:`_row`, and the common chunk and word are read there before any call:
 a call per piece or chunk, with the tables' arrays as arguments, cost more than reading
 most of them. Only leaf helpers of a few lines are ``inline="always"``
-(``tests/test_fact_scan.py`` holds both bounds). A rule change stays in one handler, but
+(``tests/facts/test_fact_scan.py`` holds both bounds). A rule change stays in one handler, but
 Numba's cache is per source file: an edit anywhere here recompiles every function of the
 file (tens of CPU seconds, not minutes).
 """

@@ -302,7 +302,7 @@ CJK_NEGATIONS = ("不", "没", "沒", "未", "無", "无", "非", "别", "ない
 
 # The interpreted twins of the scanner and of the guard take inputs up to these sizes unless
 # their jitted modules are already loaded (:func:`arrowdedup.jit.interpreted.module`): twin and
-# kernel give the same bits (``tests/test_interpreted.py``), so the choice is one of cost alone.
+# kernel give the same bits (``tests/jit/test_interpreted.py``), so the choice is one of cost alone.
 # Loading a jitted module costs ~0.6 s from a warm Numba cache (import Numba, load the machine
 # code) and, from an empty one, its compilation: ~50 s of CPU for the scanner, a few seconds
 # for the guard. The twin scans ~5 µs a byte of English text and ~14 µs a byte of CJK text

@@ -6,7 +6,7 @@ the jitted module's source executed with a stand-in ``numba`` (its decorators re
 function unchanged, ``prange`` is ``range``) and with the jitted modules it imports
 (:data:`JITTED`) replaced by their twins. The twin computes what the jitted module computes,
 statement by statement; a property test holds the two to identical bits
-(``tests/test_interpreted.py``). Only modules written for it are listed: their integer
+(``tests/jit/test_interpreted.py``). Only modules written for it are listed: their integer
 arithmetic is on NumPy scalars or small Python ints, which wrap (or never overflow) as Numba's
 do; NumPy's overflow warnings are off inside :func:`quiet`.
 

@@ -15,7 +15,7 @@ import pytest
 import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
 
-datasets = pytest.importorskip("datasets")
+datasets = pytest.importorskip("datasets", reason="the [datasets] extra is not installed")
 
 from arrowdedup.integrations.datasets import dataset_table  # noqa: E402
 

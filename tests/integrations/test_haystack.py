@@ -9,12 +9,12 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-from conftest import M2V_MODEL, Counting, need
 
 import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
+from tests.helpers import M2V_MODEL, Counting, need
 
-pytest.importorskip("haystack")
+pytest.importorskip("haystack", reason="the [haystack] extra is not installed")
 from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.components.writers import DocumentWriter

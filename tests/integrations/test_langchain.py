@@ -10,12 +10,12 @@ import warnings
 import numpy as np
 import polars as pl
 import pytest
-from conftest import M2V_MODEL, Counting, need
 
 import arrowdedup as ad
 from arrowdedup.errors import InputError, MissingDependencyError
+from tests.helpers import M2V_MODEL, Counting, need
 
-pytest.importorskip("langchain_core")
+pytest.importorskip("langchain_core", reason="the [langchain] extra is not installed")
 from langchain_core.documents import (
     BaseDocumentCompressor,
     BaseDocumentTransformer,
@@ -122,7 +122,8 @@ def test_embedder_and_embeddings_together_are_refused(m2v):
 @pytest.fixture(scope="module")
 def hf_embeddings():
     """LangChain's own HuggingFaceEmbeddings over the packaged MiniLM (offline)."""
-    community = pytest.importorskip("langchain_community.embeddings")
+    community = pytest.importorskip("langchain_community.embeddings",
+                                    reason="the [langchain] extra is not installed")
     from arrowdedup.embed.minilm_onnx import packaged_model_dir
 
     with warnings.catch_warnings():  # deprecated for langchain-huggingface, still LangChain's
@@ -171,7 +172,8 @@ def test_compressor_makes_the_library_decisions(documents, m2v, embedder):
 
 
 def test_compressor_inside_contextual_compression_retriever(documents, m2v, embedder):
-    pytest.importorskip("sklearn")
+    pytest.importorskip("sklearn", reason="scikit-learn, which LangChain's TFIDFRetriever needs, "
+                        "is in no extra of ours")
     from langchain_classic.retrievers import ContextualCompressionRetriever
     from langchain_community.retrievers import TFIDFRetriever
 
@@ -193,7 +195,7 @@ def test_compressor_inside_contextual_compression_retriever(documents, m2v, embe
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, sample_segments, m2v):
-    from conftest import ROOT
+    from tests.helpers import ROOT
 
     out = tmp_path_factory.mktemp("lc") / "store"
     ad.ingest_to_store([ROOT / "data" / "sample"], out, embedder=m2v, quiet=True)

@@ -9,12 +9,12 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-from conftest import M2V_MODEL, ROOT, Counting, need
 
 import arrowdedup as ad
 from arrowdedup.errors import EmbedderError, InputError, MissingDependencyError
+from tests.helpers import M2V_MODEL, ROOT, Counting, need
 
-pytest.importorskip("llama_index.core")
+pytest.importorskip("llama_index.core", reason="the [llamaindex] extra is not installed")
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
