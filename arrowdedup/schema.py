@@ -18,7 +18,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from .arrays.hashing import ascii_only
-from .arrays.vectors import Embeddings, _refuse, embeddings_from
+from .arrays.vectors import Embeddings, column_error, embeddings_from
 from .errors import InputError, SchemaError
 
 if TYPE_CHECKING:
@@ -199,13 +199,13 @@ def validate(
         )
     if "content_hash" in schema and frame.get_column("content_hash").null_count():
         rows = np.flatnonzero(frame.get_column("content_hash").is_null().to_numpy())
-        raise _refuse("content_hash", "null values", rows,
+        raise column_error("content_hash", "null values", rows,
                       "give every row a hash, or drop the column to let arrowdedup compute "
                       "XXH64 of the text")
     for col in REQUIRED:
         nulls = frame.get_column(col).is_null()
         if nulls.any():
-            raise _refuse(col, "null values", np.flatnonzero(nulls.to_numpy()),
+            raise column_error(col, "null values", np.flatnonzero(nulls.to_numpy()),
                           f"every segment needs a {col}; fill or drop those rows")
     ids = frame.get_column("segment_id")
     # Distinct hashes prove distinct ids at half the cost of counting the strings.
@@ -213,7 +213,7 @@ def validate(
         dup = ids.is_duplicated()
         rows = np.flatnonzero(dup.to_numpy())
         examples = ids.gather(rows[:3]).to_list()
-        raise _refuse("segment_id", f"duplicate ids (e.g. {examples})", rows,
+        raise column_error("segment_id", f"duplicate ids (e.g. {examples})", rows,
                       "segment_id must be unique in the table; make the ids unique, e.g. "
                       "'{doc_id}#{position}'")
     if "salience" in schema:
@@ -227,7 +227,7 @@ def validate(
         s = column.fill_null(0.0).to_numpy()
         bad = np.isnan(s) | (s < 0.0) | (s > 1.0)
         if bad.any():
-            raise _refuse("salience", "values outside [0, 1] or NaN", np.flatnonzero(bad),
+            raise column_error("salience", "values outside [0, 1] or NaN", np.flatnonzero(bad),
                           "salience must lie in [0, 1]; rescale it or drop the column to let "
                           "the default scorer compute it")
     # raises on mixed or zero dimension, non-numeric values, NaN, inf

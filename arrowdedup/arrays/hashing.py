@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 JIT_MIN_ROWS = 4096
 
 
-def _buffers(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+def string_buffers(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """Offsets (int64) and data (uint8) of a string column, nulls hashed as empty text."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
@@ -38,7 +38,7 @@ def _buffers(array: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]
     return offsets, data
 
 
-def _views(array: pa.Array | pa.ChunkedArray
+def string_views(array: pa.Array | pa.ChunkedArray
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The views (uint8, 16 bytes per string), the data buffers end to end and where each
     buffer starts in them, of a ``string_view`` column without nulls; None when it is
@@ -74,11 +74,11 @@ def xxh64(array: pa.Array | pa.ChunkedArray | pl.Series) -> np.ndarray:
         array = array.to_arrow(compat_level=pl.CompatLevel.newest())
     if len(array) == 0:
         return np.empty(0, dtype=np.uint64)
-    if len(array) >= JIT_MIN_ROWS and (views := _views(array)) is not None:
-        from .hashing_jit import _xxh64_views
+    if len(array) >= JIT_MIN_ROWS and (views := string_views(array)) is not None:
+        from .hashing_jit import xxh64_views
 
-        return _xxh64_views(*views)  # type: ignore[no-any-return]
-    offsets, data = _buffers(array)
+        return xxh64_views(*views)  # type: ignore[no-any-return]
+    offsets, data = string_buffers(array)
     if offsets.shape[0] - 1 < JIT_MIN_ROWS:
         import xxhash
 
@@ -87,9 +87,9 @@ def xxh64(array: pa.Array | pa.ChunkedArray | pl.Series) -> np.ndarray:
         return np.fromiter(
             (xxhash.xxh64_intdigest(raw[a:b]) for a, b in itertools.pairwise(bounds)),
             dtype=np.uint64, count=len(bounds) - 1)
-    from .hashing_jit import _xxh64_many
+    from .hashing_jit import xxh64_many
 
-    return _xxh64_many(*_read_only(offsets, data))  # type: ignore[no-any-return]
+    return xxh64_many(*_read_only(offsets, data))  # type: ignore[no-any-return]
 
 
 def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -131,8 +131,8 @@ def to_hex(hashes: np.ndarray) -> pa.Array:
     if n < JIT_MIN_ROWS:
         chars = "".join(f"{int(h):016x}" for h in hashes).encode("ascii")
     else:
-        from .hashing_jit import _hex_many
+        from .hashing_jit import hex_many
 
-        chars = _hex_many(np.ascontiguousarray(hashes, dtype=np.uint64), _HEX)
+        chars = hex_many(np.ascontiguousarray(hashes, dtype=np.uint64), _HEX)
     offsets = np.arange(0, 16 * (n + 1), 16, dtype=np.int32)
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(chars))

@@ -91,7 +91,7 @@ def xxh64_plain(data: np.ndarray, start: int, end: int) -> np.uint64:
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def _xxh64_many(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+def xxh64_many(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     n = offsets.shape[0] - 1
     out = np.empty(n, dtype=np.uint64)
     for r in numba.prange(n):
@@ -100,7 +100,7 @@ def _xxh64_many(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def _xxh64_views(views: np.ndarray, data: np.ndarray, bases: np.ndarray) -> np.ndarray:
+def xxh64_views(views: np.ndarray, data: np.ndarray, bases: np.ndarray) -> np.ndarray:
     """XXH64 of each string of an Arrow ``string_view`` array: a view is 16 bytes, the length
     (int32) then either the string itself (up to 12 bytes) or a 4-byte prefix, the buffer
     index and the offset in that buffer; the buffers lie end to end in ``data``, buffer ``b``
@@ -119,7 +119,7 @@ def _xxh64_views(views: np.ndarray, data: np.ndarray, bases: np.ndarray) -> np.n
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def _hex_many(hashes: np.ndarray, table: np.ndarray) -> np.ndarray:
+def hex_many(hashes: np.ndarray, table: np.ndarray) -> np.ndarray:
     n = hashes.shape[0]
     out = np.empty(n * 16, dtype=np.uint8)
     for r in numba.prange(n):
@@ -171,7 +171,7 @@ def _low_bytes(v: np.uint64, k: int) -> np.uint64:
 
 @numba.njit(nogil=True, cache=True, parallel=True)
 def view_run_heads(views: np.ndarray, data: np.ndarray, bases: np.ndarray) -> np.ndarray:
-    """Per string of a ``string_view`` array (laid out as for :func:`_xxh64_views`): True
+    """Per string of a ``string_view`` array (laid out as for :func:`xxh64_views`): True
     where it differs from the string before it (always for the first)."""
     n = views.shape[0] // 16
     out = np.empty(n, dtype=np.bool_)

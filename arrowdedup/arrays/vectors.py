@@ -79,7 +79,8 @@ def input_row_numbers(numbers: np.ndarray | None) -> Iterator[None]:
         _ROW_NUMBERS.reset(token)
 
 
-def _refuse(column: str, problem: str, rows: np.ndarray | Sequence[int], fix: str) -> SchemaError:
+def column_error(column: str, problem: str, rows: np.ndarray | Sequence[int], fix: str
+                 ) -> SchemaError:
     numbers = _ROW_NUMBERS.get()
     if numbers is not None:
         rows = numbers[np.asarray(rows, dtype=np.int64)]
@@ -216,9 +217,9 @@ def _run_starts(arr: pa.Array) -> np.ndarray | None:
     """Where each run of equal adjacent strings starts, for a ``string_view`` array of
     ``JIT_MIN_ROWS`` rows or more without nulls whose runs average 4 rows or more; None
     otherwise (every row is encoded then)."""
-    from .hashing import JIT_MIN_ROWS, _views
+    from .hashing import JIT_MIN_ROWS, string_views
 
-    if len(arr) < JIT_MIN_ROWS or (views := _views(arr)) is None:
+    if len(arr) < JIT_MIN_ROWS or (views := string_views(arr)) is None:
         return None
     from .hashing_jit import view_run_heads
 
@@ -262,7 +263,7 @@ def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embedding
         if dims.size > 1:
             first_dim = lengths[present][0]
             rows = np.flatnonzero(present & (lengths != first_dim))
-            raise _refuse(column, f"mixed dimensions {dims[:5].tolist()}", rows,
+            raise column_error(column, f"mixed dimensions {dims[:5].tolist()}", rows,
                           "every embedding must have the same dimension; re-embed those "
                           "rows with one model")
         d = int(dims[0]) if dims.size else 0
@@ -274,7 +275,7 @@ def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embedding
                 keep[offsets[r] - offsets[0]: offsets[r + 1] - offsets[0]] = True
             values = values.filter(pa.array(keep))
     if present.any() and d == 0:
-        raise _refuse(column, "embeddings of dimension 0", np.flatnonzero(present),
+        raise column_error(column, "embeddings of dimension 0", np.flatnonzero(present),
                       "an embedding needs at least one value; set those rows to null")
     if values.null_count:
         inner_null = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
@@ -283,7 +284,7 @@ def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embedding
         else:
             bad_rows = np.flatnonzero(present)[inner_null.reshape(-1, d).any(axis=1)]
         if bad_rows.size:
-            raise _refuse(column, "null values inside embeddings", bad_rows,
+            raise column_error(column, "null values inside embeddings", bad_rows,
                           "an embedding is either null as a whole or fully numeric: replace "
                           "those vectors")
         values = values.fill_null(0.0)
@@ -304,7 +305,7 @@ def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embedding
             matrix[present] = flat.reshape(-1, d)
     finite, sq_norm = row_stats(matrix)
     if not finite.all():
-        raise _refuse(column, "NaN or infinite values (or values that overflow float32)",
+        raise column_error(column, "NaN or infinite values (or values that overflow float32)",
                       np.flatnonzero(~finite),
                       "embeddings must be finite; re-embed those rows or set them to null")
     usable = present & (sq_norm > 0.0)

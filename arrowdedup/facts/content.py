@@ -56,7 +56,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from ..arrays.hashing import _buffers
+from ..arrays.hashing import string_buffers
 from ..jit import interpreted
 from . import tables as fact_tables
 from .code_lines import code_facts
@@ -191,7 +191,7 @@ def strip_layout(text: pl.Series) -> pl.Series:
     # The typed pattern is the slow one: it runs only where an identifier and a type noun
     # may stand side by side (a jitted pass over the bytes), and a type noun's letters are
     # there.
-    offsets, data = _buffers(text.to_arrow())
+    offsets, data = string_buffers(text.to_arrow())
     with interpreted.quiet():
         maybe = word_tokenizer(int(offsets[-1] - offsets[0])).typed_candidates(
             offsets, data, *_type_nouns())
@@ -398,7 +398,7 @@ class _Vocabulary:
 
     def words(self, text: pl.Series, lang: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The word ids of each text (CSR: ends, ids), the new words classified."""
-        offsets, data = _buffers(text.to_arrow())
+        offsets, data = string_buffers(text.to_arrow())
         known = int(self.counts[0])
         ends, ids, self.state = self.kernel.intern_words(offsets, data, lang, _letters(),
                                                          self.state, self.counts)

@@ -82,7 +82,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays.hashing import _buffers
+from ..arrays.hashing import string_buffers
 from ..errors import SchemaError
 from ..jit import interpreted
 from .tables import (
@@ -118,14 +118,14 @@ from .tables import (
 )
 
 
-def _scan_size(data: np.ndarray) -> int:
+def scan_size(data: np.ndarray) -> int:
     """The size of ``data`` for the scanner's choice: bytes, those of characters outside
     ASCII three times over."""
     return int(data.shape[0] + 2 * np.count_nonzero(data >= 0x80))
 
 
 def _scanner(size: int) -> types.ModuleType:
-    """The fact scanner for a text of ``size`` (:func:`_scan_size`): jitted, or its twin."""
+    """The fact scanner for a text of ``size`` (:func:`scan_size`): jitted, or its twin."""
     return interpreted.module("arrowdedup.facts.scan_jit", size, TWIN_MAX_BYTES)
 
 
@@ -280,8 +280,8 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint64)
     text = text.cast(pl.String)
     plain = without_layout(text, code)
-    offsets, data = _buffers(plain.to_arrow())
-    scanner = _scanner(_scan_size(data[offsets[0]:offsets[-1]]))
+    offsets, data = string_buffers(plain.to_arrow())
+    scanner = _scanner(scan_size(data[offsets[0]:offsets[-1]]))
     with interpreted.quiet():
         # The scanner sorts and uniques each row's facts as it ends the row.
         ends, values = scanner.scan(offsets, data, code, comma, nouns, *_tables())
@@ -321,7 +321,7 @@ def without_layout(text: pl.Series, code: np.ndarray) -> pl.Series:
 
     # The regex runs only where it may match: a line that may start with a list marker
     # (a jitted pass), or markup's first characters ("{{", "<").
-    offsets, data = _buffers(text.to_arrow())
+    offsets, data = string_buffers(text.to_arrow())
     with interpreted.quiet():
         maybe = word_tokenizer(int(offsets[-1] - offsets[0])).list_marker_candidates(offsets, data)
     maybe |= text.str.contains_any(["{{", "<"]).fill_null(False).to_numpy()

@@ -172,12 +172,12 @@ def section_facts(doc_id: pl.Series, section: pl.Series, text: pl.Series | None 
 
 def forms(texts: pl.Series, rows: np.ndarray) -> np.ndarray:
     """Form hashes of ``rows`` of ``texts`` (:func:`arrowdedup.facts.content_jit.form_hashes`)."""
-    from ..arrays.hashing import _buffers
+    from ..arrays.hashing import string_buffers
     from ..jit import interpreted
     from .tables import TWIN_MAX_BYTES
 
     lowered = texts.gather(rows).str.to_lowercase()
-    offsets, data = _buffers(lowered.to_arrow())
+    offsets, data = string_buffers(lowered.to_arrow())
     module = interpreted.module("arrowdedup.facts.content_jit", int(offsets[-1] - offsets[0]),
                                 TWIN_MAX_BYTES)
     with interpreted.quiet():

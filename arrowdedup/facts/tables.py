@@ -307,7 +307,7 @@ CJK_NEGATIONS = ("不", "没", "沒", "未", "無", "无", "非", "别", "ない
 # code) and, from an empty one, its compilation: ~50 s of CPU for the scanner, a few seconds
 # for the guard. The twin scans ~5 µs a byte of English text and ~14 µs a byte of CJK text
 # (each byte of a character outside ASCII counts three times in a text's size, see
-# :func:`_scan_size`), and the guard sorts ~2.4 µs a value: so up to about a second of
+# :func:`scan_size`), and the guard sorts ~2.4 µs a value: so up to about a second of
 # interpreted work. The bundled sample (45 KB of text) or twenty pages of docs stay on the
 # twins and compile nothing.
 TWIN_MAX_BYTES = 256 << 10

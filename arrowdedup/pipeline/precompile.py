@@ -81,11 +81,11 @@ def _quiet_numpy() -> Any:
 
 def _text_size(paths: Sequence[Path], bound: int) -> int:
     """What extraction will hand the fact scanner, in the unit of its choice
-    (:func:`arrowdedup.facts.guard._scan_size`), estimated from the files: a text file's bytes,
+    (:func:`arrowdedup.facts.guard.scan_size`), estimated from the files: a text file's bytes,
     those outside ASCII three times over, any other file's bytes. Files are read only until
     the total passes ``bound``."""
     from ..extract.discover import EXTENSIONS
-    from ..facts.guard import _scan_size
+    from ..facts.guard import scan_size
 
     total = 0
     for path in paths:
@@ -98,7 +98,7 @@ def _text_size(paths: Sequence[Path], bound: int) -> int:
                     continue
                 size = f.stat().st_size
                 if EXTENSIONS.get(f.suffix.lower()) in _TEXT_FORMATS and total + size <= bound:
-                    size = _scan_size(np.fromfile(f, dtype=np.uint8))
+                    size = scan_size(np.fromfile(f, dtype=np.uint8))
             except OSError:
                 continue
             total += size

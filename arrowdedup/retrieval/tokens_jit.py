@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from ..arrays.hashing import _buffers, xxh64
+from ..arrays.hashing import string_buffers, xxh64
 from ..arrays.hashing_jit import xxh64_inline
 from ..jit.intrinsics_jit import load_u64
 from ..jit.runtime import numba
@@ -551,7 +551,7 @@ def lower(texts: pl.Series) -> pa.Array:
     texts (where Unicode lower-casing is ``A``-``Z`` → ``a``-``z``, nothing else) one
     parallel pass over the bytes; otherwise Polars' ``to_lowercase``."""
     arr = texts.cast(pl.String).fill_null("").to_arrow()
-    offsets, data = _buffers(arr)
+    offsets, data = string_buffers(arr)
     lo, hi = int(offsets[0]), int(offsets[-1])
     out = np.empty(hi - lo, dtype=np.uint8)
     if _ascii_lower(data, lo, hi, out):
@@ -569,7 +569,7 @@ def scan(lowered: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, p
     One pass: a text of b bytes has at most b tokens (each token, part and ``v`` variant
     covers bytes no other token of its kind does), so arrays of that length are reserved
     (virtual memory: only the pages written are touched) and trimmed."""
-    offsets, data = _buffers(lowered)
+    offsets, data = string_buffers(lowered)
     cap = int(offsets[-1] - offsets[0]) + 1
     ids = np.empty(cap, np.int32)
     rows = np.empty(cap, np.int32)

@@ -101,11 +101,11 @@ class DeltaWriter:
         self.started = time.perf_counter()
 
     def __enter__(self) -> DeltaWriter:
-        from .writer import _pause_point, new_run_id
+        from .writer import new_run_id, pause_point
 
         self._stack.enter_context(store_lock(self.root))
         try:
-            _pause_point("locked")
+            pause_point("locked")
             self.parent = open_store(self.root)
             self._stack.callback(self.parent.close)
             self.run_id = new_run_id()
@@ -193,7 +193,7 @@ class DeltaWriter:
         """Write the manifest, rename the version into place and switch ``current``;
         ``timings`` and ``started`` as for :meth:`StoreWriter.commit`."""
         from .versions import remove_versions
-        from .writer import _pause_point, manifest_timings, publish_version
+        from .writer import manifest_timings, pause_point, publish_version
 
         assert self.tmp is not None and self.final is not None and self.parent is not None
         t0 = time.perf_counter()
@@ -218,7 +218,7 @@ class DeltaWriter:
             manifest.pop(BLOCK_KEY, None)
         else:
             manifest[BLOCK_KEY] = dict(BLOCK_INFO)
-        _pause_point("files-written")
+        pause_point("files-written")
         for sub in {self.tmp / self.layer, *(self.tmp / self.layer).rglob("*")}:
             if sub.is_dir():
                 fsync_dir(sub)

@@ -84,7 +84,7 @@ __all__ = ["CHECKSUM", "DEFAULT_BUCKETS", "PAUSE_ENV", "BucketOutput", "IndexBui
 PAUSE_ENV = "ARROWDEDUP_TEST_PAUSE_AT"
 
 
-def _pause_point(point: str) -> None:
+def pause_point(point: str) -> None:
     if os.environ.get(PAUSE_ENV) == point:
         import sys
 
@@ -167,11 +167,11 @@ def publish_version(root: Path, tmp: Path, final: Path, manifest: Mapping[str, A
     mpath.write_text(manifest_text(manifest), encoding="utf-8")
     fsync_file(mpath)
     fsync_dir(tmp)
-    _pause_point("manifest-written")
+    pause_point("manifest-written")
     os.rename(tmp, final)
-    _pause_point("renamed")
+    pause_point("renamed")
     _switch_current(root, final)
-    _pause_point("switched")
+    pause_point("switched")
 
 
 def _switch_current(root: Path, version: Path) -> None:
@@ -254,7 +254,7 @@ class StoreWriter:
         prepare_root(self.root)
         self._stack.enter_context(store_lock(self.root))
         try:
-            _pause_point("locked")
+            pause_point("locked")
             self.previous = current_manifest(self.root)
             if self.previous is not None:
                 check_compatible(self.previous, None, self.embedding_model, self.root)
@@ -398,7 +398,7 @@ class StoreWriter:
                      "removed": 0},
             **self.extra,
         }
-        _pause_point("files-written")
+        pause_point("files-written")
         for sub in {p.parent for p in (*self.written, *indexed)}:
             fsync_dir(sub)
         publish_version(self.root, self.tmp, self.final, manifest)

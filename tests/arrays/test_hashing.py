@@ -34,13 +34,13 @@ def test_large_string_view_columns_hash_through_their_views() -> None:
     one buffer, slices and nulls (by the cast) all equal the xxhash package."""
     import polars as pl
 
-    from arrowdedup.arrays.hashing import JIT_MIN_ROWS, _views
+    from arrowdedup.arrays.hashing import JIT_MIN_ROWS, string_views
 
     texts = [("x" * (i % 40)) + f"{i}γ" if i % 97 else "" for i in range(JIT_MIN_ROWS * 3)]
     expected = [xxhash.xxh64_intdigest(t.encode()) for t in texts]
     views = pl.Series(texts).to_arrow(compat_level=pl.CompatLevel.newest())
     assert pa.types.is_string_view(views.type) and len(views.buffers()) > 3
-    assert _views(views) is not None
+    assert string_views(views) is not None
     one = pa.array(texts, type=pa.large_string()).cast(pa.string_view())
     assert len(one.buffers()) == 3
     assert [int(v) for v in xxh64(one)] == expected
@@ -101,7 +101,7 @@ def test_view_run_heads_mark_where_each_run_of_equal_strings_starts() -> None:
     import numpy as np
     import polars as pl
 
-    from arrowdedup.arrays.hashing import JIT_MIN_ROWS, _views
+    from arrowdedup.arrays.hashing import JIT_MIN_ROWS, string_views
     from arrowdedup.arrays.hashing_jit import view_run_heads
 
     rng = np.random.default_rng(5)
@@ -111,6 +111,6 @@ def test_view_run_heads_mark_where_each_run_of_equal_strings_starts() -> None:
     expected = [True] + [a != b for a, b in zip(texts[1:], texts[:-1], strict=True)]
     for arr in (pl.Series(texts).to_arrow(compat_level=pl.CompatLevel.newest()),
                 pa.array(texts, type=pa.large_string()).cast(pa.string_view())):
-        views = _views(arr)
+        views = string_views(arr)
         assert views is not None
         assert view_run_heads(*views).tolist() == expected

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from arrowdedup.arrays.hashing import _buffers
+from arrowdedup.arrays.hashing import string_buffers
 from arrowdedup.facts import guard as F
 from arrowdedup.jit import interpreted
 from tests.helpers.golden import EXPECTED, TYPES, corpus_sample, digest
@@ -63,7 +63,7 @@ def test_the_twin_gives_the_same_signatures_of_real_text() -> None:
     text = pl.Series([texts[i] for i in picked], dtype=pl.String)
     comma, nouns = F._language_flags(pl.Series([langs[i] for i in picked]), len(picked))
     code = np.array([TYPES[i % len(TYPES)] == "code" for i in picked], dtype=bool)
-    offsets, data = _buffers(text.to_arrow())
+    offsets, data = string_buffers(text.to_arrow())
     from arrowdedup.facts import scan_jit as fact_scan
 
     expected = fact_scan.scan(offsets, data, code, comma, nouns, *F._tables())

@@ -211,9 +211,9 @@ def test_thread_count_does_not_change_signatures():
     rng = np.random.default_rng(3)
     words = ["the", "--flag", "3.5", "10,000", "GetResponse", "not", "Jaeger", "enable", "a_b"]
     texts = pl.Series([" ".join(rng.choice(words, 8)) for _ in range(20_000)])
-    from arrowdedup.arrays.hashing import _buffers
+    from arrowdedup.arrays.hashing import string_buffers
 
-    offsets, data = _buffers(texts.to_arrow())
+    offsets, data = string_buffers(texts.to_arrow())
     z = np.zeros(len(texts), dtype=bool)
     one = fact_scan.scan(offsets, data, z, z, z, *F._tables(), threads=1)
     two = fact_scan.scan(offsets, data, z, z, z, *F._tables(), threads=2)
@@ -425,13 +425,13 @@ def test_opposite_forms_are_unique():
 
 def test_wide_script_terms_are_identifiers_the_twin_agrees():
     """The caseless-script terms come out the same from the jitted scanner and its twin."""
-    from arrowdedup.arrays.hashing import _buffers
+    from arrowdedup.arrays.hashing import string_buffers
     from arrowdedup.jit import interpreted
 
     texts = ["トレースに使用するエクスポーター・レシーバー", "配置处理器不会启用它。",
              "로그 수집기를 비활성화합니다", "এটি সক্রিয় করুন", "GET the APIs for $5"] * 3
     series = pl.Series(texts, dtype=pl.String)
-    offsets, data = _buffers(series.to_arrow())
+    offsets, data = string_buffers(series.to_arrow())
     n = len(texts)
     args = (offsets, data, np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool),
             *F._tables())

@@ -231,13 +231,13 @@ def test_extraction_stores_the_section_tokens(tmp_path) -> None:
 
 
 def test_form_hashes_twin_and_kernel_agree() -> None:
-    from arrowdedup.arrays.hashing import _buffers
+    from arrowdedup.arrays.hashing import string_buffers
     from arrowdedup.facts.content_jit import form_hashes
     from arrowdedup.jit import interpreted
 
     texts = pl.Series(["**Note:** This  page", "note this page", "  note -- this page!! ",
                        "Note: this pages", "Ünïcode：テキスト", "ünïcode：テキスト", "", "a_b"])
-    offsets, data = _buffers(texts.str.to_lowercase().to_arrow())
+    offsets, data = string_buffers(texts.str.to_lowercase().to_arrow())
     rows = np.arange(texts.len(), dtype=np.int64)
     jitted = form_hashes(offsets, data, rows)
     with interpreted.quiet():

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arrowdedup.arrays.hashing import _buffers
+from arrowdedup.arrays.hashing import string_buffers
 from arrowdedup.extract import extract_documents
 from arrowdedup.facts import conflict_jit as _facts_jit
 from arrowdedup.facts import guard as F
@@ -48,7 +48,7 @@ def scan_both(values: list[str], types: list[str | None], langs: list[str | None
     n = len(values)
     comma, nouns = F._language_flags(pl.Series(langs, dtype=pl.String), n)
     code = np.array([t == "code" for t in types], dtype=bool)
-    offsets, data = _buffers(text.to_arrow())
+    offsets, data = string_buffers(text.to_arrow())
     twin = interpreted.twin("arrowdedup.facts.scan_jit")
     with interpreted.quiet():
         expected = fact_scan.scan(offsets, data, code, comma, nouns, *F._tables())
@@ -193,7 +193,7 @@ def test_a_jitted_module_imported_by_another_is_not_taken(monkeypatch) -> None:
 
 
 def test_the_scan_size_counts_bytes_outside_ascii_three_times() -> None:
-    assert F._scan_size(np.frombuffer("ab 東京".encode(), dtype=np.uint8)) == 3 + 3 * 6
+    assert F.scan_size(np.frombuffer("ab 東京".encode(), dtype=np.uint8)) == 3 + 3 * 6
 
 
 def both(work: Any) -> tuple[Any, Any]:

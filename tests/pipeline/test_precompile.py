@@ -140,14 +140,14 @@ def test_a_large_docs_folder_compiles_the_scanner_before_extracting(tmp_path: Pa
     three times (the twin spends that much longer on them): a folder under the bound in
     bytes is over it."""
     need(M2V_MODEL)
-    from arrowdedup.facts.guard import _scan_size
+    from arrowdedup.facts.guard import scan_size
     from arrowdedup.facts.tables import TWIN_MAX_BYTES
 
     docs = tmp_path / "docs"
     docs.mkdir()
     text = ""
     # Half again over the bound: extraction drops the Markdown around the text.
-    while _scan_size(np.frombuffer(text.encode(), dtype=np.uint8)) <= 1.5 * TWIN_MAX_BYTES:
+    while scan_size(np.frombuffer(text.encode(), dtype=np.uint8)) <= 1.5 * TWIN_MAX_BYTES:
         page = write_page(len(text))
         (docs / f"page-{len(text)}.md").write_text(page, encoding="utf-8")
         text += page
