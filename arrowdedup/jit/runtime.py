@@ -86,6 +86,7 @@ def njit(**options: object) -> Callable[[F], Dispatcher[F]]:
     decorate: Callable[..., Callable[[F], Dispatcher[F]]] = numba.njit
     return decorate(**options)
 
+
 _PACKAGE = Path(__file__).resolve().parent.parent  # the whole package, not this subpackage
 _STAMP = "arrowdedup-jit.stamp"
 _MARK = "jit.runtime import"  # how every jitted module imports Numba (from this module)
