@@ -6,6 +6,9 @@ can print it as a single line and exit 1.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import SupportsInt
+
 
 class ArrowDedupError(Exception):
     """Root of every error arrowdedup raises on purpose."""
@@ -43,8 +46,8 @@ class MissingDependencyError(ArrowDedupError):
         )
 
 
-def first_rows(indices: object, limit: int = 5) -> str:
+def first_rows(indices: Iterable[SupportsInt], limit: int = 5) -> str:
     """Format the first offending row indices for an error message."""
-    rows = [int(i) for i in list(indices)[: limit + 1]]  # type: ignore[call-overload]
+    rows = [int(i) for i in list(indices)[: limit + 1]]
     shown = ", ".join(str(r) for r in rows[:limit])
     return shown + (", …" if len(rows) > limit else "")

@@ -77,7 +77,7 @@ def xxh64(array: pa.Array | pa.ChunkedArray | pl.Series) -> np.ndarray:
     if len(array) >= JIT_MIN_ROWS and (views := string_views(array)) is not None:
         from .hashing_jit import xxh64_views
 
-        return xxh64_views(*views)  # type: ignore[no-any-return]
+        return xxh64_views(*views)
     offsets, data = string_buffers(array)
     if offsets.shape[0] - 1 < JIT_MIN_ROWS:
         import xxhash
@@ -89,7 +89,7 @@ def xxh64(array: pa.Array | pa.ChunkedArray | pl.Series) -> np.ndarray:
             dtype=np.uint64, count=len(bounds) - 1)
     from .hashing_jit import xxh64_many
 
-    return xxh64_many(*_read_only(offsets, data))  # type: ignore[no-any-return]
+    return xxh64_many(*_read_only(offsets, data))
 
 
 def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..jit.intrinsics_jit import load_u32, load_u64
-from ..jit.runtime import numba
+from ..jit.runtime import njit, numba
 
 _P1 = np.uint64(0x9E3779B185EBCA87)
 _P2 = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -83,7 +83,7 @@ def _xxh64_one(data: np.ndarray, start: int, end: int) -> np.uint64:
     return xxh64_inline(data, start, end)
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def xxh64_plain(data: np.ndarray, start: int, end: int) -> np.uint64:
     """:func:`_xxh64_one` compiled without reference counting, for the fact scanner (a
     function with reference counting increments its array arguments on every call)."""

@@ -107,7 +107,7 @@ def row_stats(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return row_stats_numpy(matrix)
     from .vectors_jit import row_stats_numba
 
-    return row_stats_numba(matrix)  # type: ignore[no-any-return]
+    return row_stats_numba(matrix)
 
 
 def inverse_norms(matrix: np.ndarray, sq_norm: np.ndarray | None = None) -> np.ndarray:
@@ -239,7 +239,7 @@ def embeddings_from(frame: pl.DataFrame, column: str = "embedding") -> Embedding
     if column not in frame.columns:
         return None
     dtype = frame.schema[column]
-    if not isinstance(dtype, (pl.List, pl.Array)) or not dtype.inner.is_numeric():  # type: ignore[union-attr]
+    if not isinstance(dtype, (pl.List, pl.Array)) or not dtype.inner.is_numeric():
         raise SchemaError(
             f"column {column!r} has type {dtype}, expected a list or fixed-size list of floats; "
             "store embeddings as pl.Array(pl.Float32, d)"

@@ -25,7 +25,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar, cast
 
 import typer
 
@@ -67,7 +67,7 @@ class DeferredConsole:
             from rich.console import Console
 
             object.__setattr__(self, "_console", Console(**self._options))
-        return self._console  # type: ignore[return-value]
+        return self._console
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real(), name)
@@ -78,9 +78,9 @@ class DeferredConsole:
 
 # markup=False: what is printed is data (texts, doc_ids, paths), printed as it is; a segment
 # holding "[/]" or "[link=...]" is no Rich markup (it raised MarkupError mid-table before).
-console: Console = DeferredConsole(highlight=False, markup=False)  # type: ignore[assignment]
-err_console: Console = DeferredConsole(  # type: ignore[assignment]
-    stderr=True, highlight=False, markup=False)
+# A DeferredConsole forwards every attribute, read or set, to its Console.
+console = cast("Console", DeferredConsole(highlight=False, markup=False))
+err_console = cast("Console", DeferredConsole(stderr=True, highlight=False, markup=False))
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -112,7 +112,7 @@ def clean_errors(func: F) -> F:
                               markup=False, soft_wrap=True)
             raise typer.Exit(code=1) from None
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps: func's signature, name and docstring
 
 
 _interrupt_reported = False
@@ -314,6 +314,12 @@ def _fit_consoles() -> None:
         c.width = int(columns) if columns.isdigit() and int(columns) > 0 else c.size.width
 
 
+class _Handler(logging.StreamHandler[TextIO]):
+    """The handler :func:`setup_logging` installs, and replaces when called again."""
+
+    _arrowdedup = True
+
+
 class _EscapingFormatter(logging.Formatter):
     """Log lines name files and doc_ids: their control characters, newlines included, are
     shown as escapes (one record, one line; a traceback, added after this, keeps its lines)."""
@@ -329,9 +335,8 @@ def setup_logging(verbose: bool) -> None:
     for handler in list(root.handlers):
         if getattr(handler, "_arrowdedup", False):
             root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Handler(sys.stderr)
     handler.setFormatter(_EscapingFormatter("%(message)s"))
-    handler._arrowdedup = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
     logging.getLogger("arrowdedup").setLevel(logging.DEBUG if verbose else logging.WARNING)

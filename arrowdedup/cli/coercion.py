@@ -79,17 +79,17 @@ def install() -> bool:
     """Route Typer's coercion of simple parameters through :func:`plain_leaf`; True when
     installed (Typer's internals are the expected ones)."""
     try:
-        from typer import _coercion, core
+        from typer import core
         from typer._click.exceptions import BadParameter
+        from typer._coercion import RuntimeParam
     except ImportError:
         return False
     original = getattr(core, "build_runtime_param", None)
-    base = getattr(_coercion, "RuntimeParam", None)
-    if original is None or base is None or getattr(original, "plain", False):
+    if original is None or getattr(original, "plain", False):
         return original is not None and getattr(original, "plain", False)
 
     @dataclasses.dataclass(frozen=True)
-    class PlainRuntimeParam(base):  # type: ignore[misc, valid-type]
+    class PlainRuntimeParam(RuntimeParam):
         convert: Callable[[Any], Any] = _str
         label: str = "string"
         many: bool = False
@@ -112,6 +112,8 @@ def install() -> bool:
                                          label=leaf[1], many=leaf[2])
         return original(descriptor)
 
+    # Marks the installed function, for a second install(); a function's own attribute is
+    # not something a type checker can be told of.
     build.plain = True  # type: ignore[attr-defined]
     core.build_runtime_param = build
     return True

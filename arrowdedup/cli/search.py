@@ -29,6 +29,8 @@ from .app import (
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from ..config import DedupConfig
+
 ModeOpt = Annotated[str, typer.Option("--mode", "-m",
                                       help="hybrid (default), keyword or semantic.")]
 WhereOpt = Annotated[str | None, typer.Option(
@@ -54,7 +56,7 @@ ContextMinCosineOpt = Annotated[float | None, typer.Option(
 TEXT_CHARS = 320
 
 
-def _config(path: Path | None) -> object | None:
+def _config(path: Path | None) -> DedupConfig | None:
     from ..config import DedupConfig
 
     return DedupConfig.from_json(path) if path is not None else None
@@ -127,7 +129,7 @@ def search(
     from ..retrieval.search import search as run_search
 
     result = run_search(store, query[0] if len(query) == 1 else query, k=k, mode=mode,
-                        config=_config(config), embedder=embedder,  # type: ignore[arg-type]
+                        config=_config(config), embedder=embedder,
                         where=where, min_cosine=min_cosine)
     if as_json:
         print_json(search_payload(query, result))
@@ -171,7 +173,7 @@ def context(
     from ..retrieval.context import build_context
 
     ctx = build_context(store, query, k=k, expand=expand, mode=mode,
-                        config=_config(config), embedder=embedder,  # type: ignore[arg-type]
+                        config=_config(config), embedder=embedder,
                         expand_keys=expand_keys, where=where, min_cosine=min_cosine,
                         max_chars=max_chars)
     markdown = ctx.markdown()

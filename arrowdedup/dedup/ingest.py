@@ -257,6 +257,7 @@ def numba_threads(threads: int | None) -> Iterator[None]:
     from ..jit.runtime import numba
 
     previous = numba.get_num_threads()
+    # Numba's config module sets NUMBA_NUM_THREADS through globals(), out of the checker's sight.
     limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
     numba.set_num_threads(max(1, min(threads, limit)))
     try:

@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from statistics import NormalDist
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -241,7 +242,7 @@ def hyperplane_signatures(matrix: np.ndarray, rows: np.ndarray, inv_norm: np.nda
 def band_keys(sig: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """Per row and band (m, bands), the sampled signature bits packed into an integer key (a
     view of band-major storage, which is how :func:`buckets_from_keys` reads it)."""
-    return _band_keys(sig, positions).T  # type: ignore[no-any-return]
+    return _band_keys(sig, positions).T
 
 
 @numba.njit(nogil=True, cache=True)
@@ -267,7 +268,7 @@ def hyperplane_keys(unit: np.ndarray, bands: int, bits: int, seed: int,
     planes, positions = hyperplane_plan(unit.shape[1], signature_bits, bands, bits, seed)
     sig = hyperplane_signatures(unit, np.arange(m, dtype=np.int64), np.ones(m, np.float32),
                                 planes)
-    return band_keys(sig, positions)  # type: ignore[no-any-return]
+    return band_keys(sig, positions)
 
 
 def shingles(text: str, size: int) -> list[bytes]:
@@ -333,7 +334,7 @@ def candidate_buckets(
 
 
 @intrinsic
-def popcount(typingctx: Any, x: Any) -> tuple[Any, Any]:
+def _popcount_intrinsic(typingctx: Any, x: Any) -> tuple[Any, Any]:
     """Set bits of a uint64, in Numba code: LLVM's ctpop, one instruction where the CPU has
     POPCNT."""
     signature = types.int64(types.uint64)
@@ -343,6 +344,10 @@ def popcount(typingctx: Any, x: Any) -> tuple[Any, Any]:
         return builder.call(fn, [args[0]])
 
     return signature, codegen
+
+
+# What jitted callers see: the typing context is Numba's, not an argument of theirs.
+popcount = cast(Callable[[int], int], _popcount_intrinsic)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -437,7 +442,7 @@ def _scan_lsh(
                     if check:
                         ham = 0
                         for w in range(words):
-                            ham += popcount(sig[i, w] ^ sig[j, w])  # type: ignore[call-arg]
+                            ham += popcount(sig[i, w] ^ sig[j, w])
                         if ham > max_ham:
                             continue
                     acc = np.float32(0.0)

@@ -88,7 +88,7 @@ def title_mask(frame: pl.DataFrame) -> np.ndarray:
             .to_numpy()
         )
         is_title[first] = True
-    return is_title  # type: ignore[no-any-return]
+    return is_title
 
 
 def centrality(doc_codes: np.ndarray, n_docs: int, embeddings: Embeddings | None) -> np.ndarray:

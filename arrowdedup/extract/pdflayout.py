@@ -474,8 +474,7 @@ def _blocks(flow: list[dict[str, Any]], page_count: int) -> dict[str, Any]:
         current = {"type": "list_item" if bullet else "paragraph", "text": text,
                    "page_start": p["page"], "page_end": p["page"], "last": p, "x0": p["x0"]}
     emit(current)
-    out["pages"] = page_count  # type: ignore[assignment]
-    return out
+    return {**out, "pages": page_count}
 
 
 def _continues(block: dict[str, Any], p: dict[str, Any], pitch: float) -> bool:

@@ -8,6 +8,7 @@ shift values under the wrong column names.
 
 from __future__ import annotations
 
+import collections
 import csv
 import io
 from collections.abc import Sequence
@@ -52,11 +53,10 @@ def _header(text: str, tsv: bool, display: str,
         raise InputError(over_limit(display, f"the header has {len(row):,} columns",
                                     "max_columns", f"{max_columns:,}"))
     names = [name.strip() or f"column_{i + 1}" for i, name in enumerate(row)]
-    seen: set[str] = set()
-    dups = [n for n in names if n in seen or seen.add(n)]  # type: ignore[func-returns-value]
+    dups = sorted(n for n, count in collections.Counter(names).items() if count > 1)
     if dups:
         raise InputError(
-            f"{display}: duplicate column name(s) {sorted(set(dups))} in the header; give every "
+            f"{display}: duplicate column name(s) {dups} in the header; give every "
             f"column a distinct name, {_SKIP_HINT}"
         )
     return names, reader.line_num

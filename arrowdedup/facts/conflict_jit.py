@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit.runtime import numba
+from ..jit.runtime import njit, numba
 from .scan_text_jit import KIND_SHIFT, LOW, find, sort_unique
 
 
@@ -69,7 +69,7 @@ def _merge_csr(offsets: np.ndarray, values: np.ndarray, extra_offsets: np.ndarra
     return ends, out[:w]
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _merge_sorted(values: np.ndarray, lo: int, hi: int, extra: np.ndarray, k: int,
                   out: np.ndarray, w: int) -> int:
     """The sorted, unique ``values[lo:hi]`` and ``extra[:k]`` merged into ``out`` from ``w``

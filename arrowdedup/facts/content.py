@@ -52,6 +52,7 @@ import functools
 import itertools
 import types
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import polars as pl
@@ -111,8 +112,14 @@ _POSSESSIVE = r"['’]s$"
 _COMPARISONS = {"≠": "!=", "≤": "<=", "≥": ">="}
 
 
+class _Stemmer(Protocol):
+    """What stem_words uses of a PyStemmer ``Stemmer``."""
+
+    def stemWords(self, words: list[str]) -> list[str]: ...
+
+
 @functools.cache
-def _stemmer(lang: str) -> object | None:
+def _stemmer(lang: str) -> _Stemmer | None:
     name = STEMMERS.get(lang)
     if name is None:
         return None
@@ -129,7 +136,7 @@ def stem_words(words: list[str], lang: str) -> list[str]:
     stemmer = _stemmer(lang)
     if stemmer is None:
         return folded
-    return list(stemmer.stemWords(folded))  # type: ignore[attr-defined]
+    return list(stemmer.stemWords(folded))
 
 
 # A noun that names the kind of the identifier beside it ("the config.yaml file", "the flag

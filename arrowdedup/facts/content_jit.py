@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit.runtime import numba
+from ..jit.runtime import njit, numba
 from .scan_text_jit import decode_utf8, sort_unique
 from .words_jit import (
     E_HASH,
@@ -152,7 +152,7 @@ def _intern_row(data: np.ndarray, i: int, e: int, lg: int, letters: np.ndarray,
     return i, w
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _next_content(ids: np.ndarray, lo: int, hi: int, content: np.ndarray, nxt: np.ndarray
                   ) -> None:
     """``nxt[i - lo]``: the first content word after word ``i`` of the row ``ids[lo:hi]``
@@ -230,7 +230,7 @@ def row_tokens(ends: np.ndarray, ids: np.ndarray, rows: np.ndarray, every_word: 
     return tok_rows[:w], tokens[:w], order_rows[:o], order_parts[:o], order_pivots[:o]
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _marked_tokens(klass: int, pair: int, row: int, h_before: np.uint64, h_after: np.uint64,
                    has_after: bool, tok_rows: np.ndarray, tokens: np.ndarray, w: int) -> int:
     """The role tokens of one marked word, written at ``w``; returns the new end. An
@@ -289,7 +289,7 @@ def _fold(cp: int) -> int:
     return cp
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _noun_starts(data: np.ndarray, b: int, e: int, firsts: np.ndarray, forms: np.ndarray,
                  lengths: np.ndarray) -> bool:
     """Does a type noun (``forms``, folded, :func:`_fold`) start at ``b``? Its first two
@@ -316,7 +316,7 @@ def _noun_starts(data: np.ndarray, b: int, e: int, firsts: np.ndarray, forms: np
     return False
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _noun_ends(data: np.ndarray, p: int, a: int, lasts: np.ndarray, forms: np.ndarray,
                lengths: np.ndarray) -> bool:
     """Does a type noun end at ``a`` (not starting before ``p``)? Its last two characters,
@@ -357,7 +357,7 @@ def _run_classes() -> np.ndarray:
 _RUN = _run_classes()
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _run_end(data: np.ndarray, i: int, e: int) -> tuple[int, bool]:
     """End of the run of characters other than ASCII white space starting at ``i``, and
     whether it holds what every identifier of ``content_words._IDENTIFIER`` holds: a

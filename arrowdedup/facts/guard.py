@@ -305,7 +305,7 @@ def signature_arrays(text: pl.Series, *, segment_type: pl.Series | None = None,
 
         extra.append(section_facts(*sections, text))
     if not extra:
-        return ends, values  # type: ignore[no-any-return]
+        return ends, values
     return _with_facts(ends, values, n, extra)
 
 
@@ -354,7 +354,7 @@ def _heading_names_as_mentions(ends: np.ndarray, values: np.ndarray, kinds: pl.S
     values[change] &= LOW_BITS
     guard = _guard(values.shape[0])
     with interpreted.quiet():
-        return guard._sorted_unique_csr(ends, values)  # type: ignore[no-any-return]
+        return guard._sorted_unique_csr(ends, values)
 
 
 # A table row is a record: each "column: value" line is a fact of it, so two rows of one
@@ -387,7 +387,7 @@ def _cell_facts(offsets: np.ndarray, data: np.ndarray, segment_types: pl.Series 
     if rows.shape[0] == 0:
         return None
     with interpreted.quiet():
-        return scanner.line_facts(  # type: ignore[no-any-return]
+        return scanner.line_facts(
             offsets, data, rows.astype(np.int64), IDENTIFIER)
 
 
@@ -400,7 +400,7 @@ def _term_facts(terms: pl.Series | None, n: int) -> tuple[np.ndarray, np.ndarray
         "row": pl.int_range(n, dtype=pl.Int64, eager=True), "term": terms.cast(pl.List(pl.String)),
     }).explode("term").drop_nulls("term")
     folded = exploded.get_column("term").str.replace_all(r"\s+", " ").str.strip_chars()
-    folded = folded.set(folded.str.len_bytes() > CODE_TERM_MAX_BYTES, "")  # type: ignore[arg-type]
+    folded = folded.set(folded.str.len_bytes() > CODE_TERM_MAX_BYTES, "")
     return _line_facts(exploded.get_column("row"), folded)
 
 
@@ -422,7 +422,7 @@ def _with_facts(offsets: np.ndarray, values: np.ndarray, n: int,
         grouped = np.empty(total, dtype=np.uint64)
         for r, f in extra:
             guard._place(r, f, at, grouped)
-        return guard._merge_csr(  # type: ignore[no-any-return]
+        return guard._merge_csr(
             offsets, values, extra_offsets, grouped)
 
 
@@ -431,8 +431,8 @@ def conflict_reasons(offsets: np.ndarray, values: np.ndarray, modes: np.ndarray,
     """:func:`conflict` for pairs of rows (int8 kind codes)."""
     a = np.asarray(a, np.int64)
     with interpreted.quiet():
-        return _guard(a.shape[0])._conflict_many(  # type: ignore[no-any-return]
-            offsets, values, modes, a, np.asarray(b, np.int64))  # type: ignore[no-any-return]
+        return _guard(a.shape[0])._conflict_many(
+            offsets, values, modes, a, np.asarray(b, np.int64))
 
 
 def fact_conflict(a: str, b: str, *, segment_type: str | None = None,
@@ -514,9 +514,9 @@ def signature_column_arrays(column: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     guard = _guard(values.shape[0])
     if guard.__name__ == "arrowdedup.facts.conflict_jit":
         # ~100 ranked results: the warning filter of quiet() would cost as much as the call.
-        return guard._sorted_unique_csr(raw, np.ascontiguousarray(values))  # type: ignore
+        return guard._sorted_unique_csr(raw, np.ascontiguousarray(values))
     with interpreted.quiet():
-        return guard._sorted_unique_csr(  # type: ignore[no-any-return]
+        return guard._sorted_unique_csr(
             raw, np.ascontiguousarray(values))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays.hashing_jit import xxh64_plain as _xxh64_one
-from ..jit.runtime import numba
+from ..jit.runtime import njit, numba
 from .scan_pieces_jit import (
     S_ALPHA,
     S_CHARS,
@@ -58,7 +58,7 @@ from .scan_text_jit import (
 )
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _parse_number(data: np.ndarray, q: int, pe: int, parse_buf: np.ndarray, w: int
                   ) -> tuple[int, int, int, int, int, int, int, bool]:
     """Read the digits from byte ``q``: groups of digits split by single '.', ',' or ':',
@@ -105,7 +105,7 @@ def _parse_number(data: np.ndarray, q: int, pe: int, parse_buf: np.ndarray, w: i
     return w, q, groups, dots, commas, colons, first_len, bad_group
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _normalise_number(parse_buf: np.ndarray, w: int, thousands: int, decimal: int,
                       scratch: np.ndarray) -> int:
     """The number of ``parse_buf[:w]`` into ``scratch``: thousands separators dropped, a
@@ -136,7 +136,7 @@ def _normalise_number(parse_buf: np.ndarray, w: int, thousands: int, decimal: in
     return z2
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _number_fact(parse_buf: np.ndarray, w: int, dots: int, commas: int, colons: int,
                  sep_thousands: bool, v_num: bool, money: bool, unit_at: int, comma: bool,
                  scratch: np.ndarray, units: tuple[np.ndarray, ...]) -> tuple[int, int, bool]:
@@ -182,7 +182,7 @@ def _number_fact(parse_buf: np.ndarray, w: int, dots: int, commas: int, colons: 
     return kind, use_scratch, is_num
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def number_piece(data: np.ndarray, ps: int, pe: int, first_cp: int, second_cp: int,
                   money: bool, comma: bool, scratch: np.ndarray, parse_buf: np.ndarray,
                   units: tuple[np.ndarray, ...]) -> tuple[int, int, bool, int]:
@@ -231,7 +231,7 @@ def _affix_negation(data: np.ndarray, ps: int, we: int) -> bool:
         data[ps + 1] == 0xE2 and data[ps + 3] == 0x99
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def word_piece(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...], piece_start: bool,
                 out: np.ndarray, n_out: int, scratch: np.ndarray, st: np.ndarray,
                 words: tuple[np.ndarray, ...]) -> tuple[int, int, int, bool]:
@@ -299,7 +299,7 @@ def word_piece(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...], piece
 R_IDENT, R_NUMBER, R_WORD = 0, 1, 2
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def narrow_route(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...]) -> int:
     """What the narrow piece ``[ps, pe)`` is, by its character statistics: an identifier (a
     URL, flag or path; ``_``, ``.``, camelCase, letters and digits: ``R_IDENT``, the piece is
@@ -349,7 +349,7 @@ def type_name_end(data: np.ndarray, ps: int, pe: int, stats: tuple[int, ...]) ->
     return pe
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def settle(data: np.ndarray, ps: int, pe: int, hash_e: int, wide: bool, kind: int,
             use_scratch: int, is_num: bool, out: np.ndarray, n_out: int,
             bufs: tuple[np.ndarray, ...], st: np.ndarray, units: tuple[np.ndarray, ...]
@@ -424,7 +424,7 @@ def plain_word(data: np.ndarray, ps: int, pe: int, first_cp: int, n_upper: int,
     return n_out
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def end_row(out: np.ndarray, row_first: int, n_out: int, num_buf: np.ndarray,
              st: np.ndarray) -> int:
     """Close the row whose facts start at ``row_first``: write a number still waiting for

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays.hashing_jit import xxh64_plain as _xxh64_one
-from ..jit.runtime import numba
+from ..jit.runtime import njit, numba
 from .scan_facts_jit import (
     R_NUMBER,
     R_WORD,
@@ -103,7 +103,7 @@ CHUNK_BREAK[96] = 2
 CHUNK_BREAK[34] = 2
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: int,
          bufs: tuple[np.ndarray, ...], st: np.ndarray,
          tables: tuple[tuple[np.ndarray, ...], ...]) -> int:
@@ -237,7 +237,7 @@ def _row(data: np.ndarray, s: int, e: int, code: bool, out: np.ndarray, n_out: i
     return end_row(out, row_first, n_out, bufs[1], st)
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _scan(offsets: np.ndarray, data: np.ndarray, flags: tuple[np.ndarray, ...], first: int,
           out: np.ndarray, ends: np.ndarray, n_out: int, bufs: tuple[np.ndarray, ...],
           st: np.ndarray, tables: tuple[tuple[np.ndarray, ...], ...]) -> tuple[int, int]:

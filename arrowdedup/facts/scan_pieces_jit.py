@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit.runtime import numba
+from ..jit.runtime import njit, numba
 from .scan_text_jit import (
     ASCII_CLASSES,
     C_APOS,
@@ -40,7 +40,7 @@ ST_SIZE = 7
  S_SLASH, S_DASH, S_FIRST, S_SECOND, S_THIRD) = range(14)
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def chunk_end(data: np.ndarray, i: int, e: int, quote_from: int, out: np.ndarray, n_out: int,
                scratch: np.ndarray) -> tuple[int, int, int]:
     """The end of the chunk from byte ``i`` (the next white space), with the facts of the
@@ -72,7 +72,7 @@ def chunk_end(data: np.ndarray, i: int, e: int, quote_from: int, out: np.ndarray
     return i, n_out, quote_from
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def strip_chunk(data: np.ndarray, cs: int, ce: int) -> tuple[int, int, bool, bool]:
     """Chunk ``[cs, ce)`` without its wrapping punctuation (never a leading '-': flags and
     negative numbers). Returns (start, end, whether a stripped mark ends a sentence, whether
@@ -132,7 +132,7 @@ def is_marker(data: np.ndarray, cs: int, ce: int) -> bool:
     return True
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def piece_extent(data: np.ndarray, p: int, ce: int, wide: bool
                   ) -> tuple[int, tuple[int, ...]]:
     """The end of the piece from byte ``p`` of a chunk ending at ``ce`` and, for a narrow
@@ -248,7 +248,7 @@ def write_not(scratch: np.ndarray) -> int:
     return 3
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _wide_negation(data: np.ndarray, ps: int, pe: int, wide_neg: np.ndarray,
                    wide_neg_offsets: np.ndarray) -> bool:
     """Does the wide piece ``[ps, pe)`` hold a negation of an unsegmented script (Chinese,
@@ -276,7 +276,7 @@ def _holds(data: np.ndarray, ps: int, pe: int, forms: np.ndarray, a0: int, a1: i
     return False
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _wide_words(data: np.ndarray, ps: int, pe: int, forms: np.ndarray, form_offsets: np.ndarray,
                 form_values: np.ndarray, out: np.ndarray, n_out: int) -> int:
     """The facts of the list words of unsegmented scripts that the wide piece ``[ps, pe)``
@@ -288,7 +288,7 @@ def _wide_words(data: np.ndarray, ps: int, pe: int, forms: np.ndarray, form_offs
     return n_out
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def wide_piece(data: np.ndarray, ps: int, pe: int, out: np.ndarray, n_out: int,
                 scratch: np.ndarray, words: tuple[np.ndarray, ...],
                 wide_neg: tuple[np.ndarray, ...]) -> tuple[int, int, int]:

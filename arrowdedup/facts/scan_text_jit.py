@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays.hashing_jit import xxh64_plain as _xxh64_one
-from ..jit.runtime import numba
+from ..jit.runtime import njit, numba
 
 # The top four bits of a value are its kind (facts.KIND_NAMES); the low 60 its hash.
 KIND_SHIFT = np.uint64(60)
@@ -201,14 +201,14 @@ def _lower_into(data: np.ndarray, i: int, e: int, scratch: np.ndarray, w: int) -
     return w
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def lower_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
     """XXH64 of the lower-cased bytes (a piece longer than the scratch is hashed as its
     prefix)."""
     return _xxh64_one(scratch, 0, _lower_into(data, s, e, scratch, 0))
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def title_hash(data: np.ndarray, s: int, e: int, scratch: np.ndarray) -> np.uint64:
     """XXH64 of the word with its first letter as written and the rest lower-cased: an
     acronym ("WARNING", "JSON") is hashed as the capitalised word ("Warning", "Json"), so
@@ -264,7 +264,7 @@ def word_index(data: np.ndarray, s: int, e: int, scratch: np.ndarray, word_keys:
     return table_lookup(word_keys, lower_hash(data, s, e, scratch))
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def number_word_digits(value: int, out: np.ndarray) -> int:
     """Write a number word's value into ``out`` in decimal digits, as a number in digits is
     hashed; the digit count."""
@@ -282,7 +282,7 @@ def number_word_digits(value: int, out: np.ndarray) -> int:
     return nd
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def _push_number_word(out: np.ndarray, n_out: int, value: int, scratch: np.ndarray) -> int:
     nd = number_word_digits(value, scratch)
     return push_fact(out, n_out, _xxh64_one(scratch, 0, nd), K_NUMBER)
@@ -296,7 +296,7 @@ def _is_one(data: np.ndarray, s: int, e: int) -> bool:
         (data[s + 2] | 32) == 101
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def hyphen_parts(data: np.ndarray, s: int, e: int, out: np.ndarray, n_out: int,
                   scratch: np.ndarray, word_keys: np.ndarray, word_values: np.ndarray,
                   word_filter: np.ndarray) -> int:
@@ -358,7 +358,7 @@ def leading_chars(n_chars: int, cp: int, first: int, second: int, third: int
     return first, second, third
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def is_initials(data: np.ndarray, s: int, e: int) -> bool:
     """``e.g``, ``U.S``, ``i.e``: every dot-separated part is one letter."""
     run = 0
@@ -381,7 +381,7 @@ def opens_quote(cp: int) -> bool:
     return cp == 96 or cp == 34 or cp == 0x201C or cp == 0xAB or cp == 0x201E or cp == 0x300C
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def quoted_at(data: np.ndarray, i: int, e: int, out: np.ndarray, n_out: int,
                scratch: np.ndarray) -> tuple[int, int]:
     """A backticked or quoted span opening at byte ``i`` (a code point for which
@@ -487,7 +487,7 @@ def _is_han_negation(cp: int) -> bool:
         or cp == 0x65E0 or cp == 0x975E or cp == 0x522B
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def wide_terms(data: np.ndarray, ps: int, pe: int, out: np.ndarray, n_out: int,
                 scratch: np.ndarray) -> int:
     """The terms of a wide piece (a run of scripts without case and, for Chinese and
@@ -542,7 +542,7 @@ def wide_terms(data: np.ndarray, ps: int, pe: int, out: np.ndarray, n_out: int,
         i += ln
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def sort_unique(out: np.ndarray, lo: int, hi: int) -> int:
     """Sort ``out[lo:hi]`` and drop repeats in place; returns the new end. Rows hold a
     handful of facts (insertion sort); a long row is Shell-sorted first."""

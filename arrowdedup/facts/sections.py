@@ -101,7 +101,7 @@ def _mix(doc: np.ndarray, path: np.ndarray | np.uint64) -> np.ndarray:
     x = doc ^ (path * np.uint64(0x9E3779B97F4A7C15))
     x ^= x >> np.uint64(31)
     x *= np.uint64(0xBF58476D1CE4E5B9)
-    return x ^ (x >> np.uint64(29))  # type: ignore[no-any-return]
+    return x ^ (x >> np.uint64(29))
 
 
 def _codes(values: pl.Series) -> tuple[np.ndarray, pl.Series]:
@@ -181,5 +181,5 @@ def forms(texts: pl.Series, rows: np.ndarray) -> np.ndarray:
     module = interpreted.module("arrowdedup.facts.content_jit", int(offsets[-1] - offsets[0]),
                                 TWIN_MAX_BYTES)
     with interpreted.quiet():
-        return module.form_hashes(offsets, data,  # type: ignore[no-any-return]
+        return module.form_hashes(offsets, data,
                                  np.arange(rows.shape[0], dtype=np.int64))

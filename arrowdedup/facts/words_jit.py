@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..jit.runtime import numba
+from ..jit.runtime import njit, numba
 from .scan_text_jit import decode_utf8
 
 
@@ -17,7 +17,7 @@ def is_letter(cp: int, letters: np.ndarray) -> bool:
     return cp < 0x800 and letters[cp] != 0
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def word_end(data: np.ndarray, i: int, e: int, letters: np.ndarray) -> int:
     """End of the word starting at the letter at ``i``: letters, and an apostrophe (``'``,
     ``’``) only when a letter follows it (``content_words._TOKEN``, greedy)."""
@@ -37,7 +37,7 @@ def word_end(data: np.ndarray, i: int, e: int, letters: np.ndarray) -> int:
     return i
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False)
 def symbol_end(data: np.ndarray, i: int, e: int, cp: int, ln: int) -> int:
     """End of the arrow or comparison at ``i`` (code point ``cp`` of ``ln`` bytes), or ``i``
     when none starts there: the alternatives of ``content_words._TOKEN`` after the word, in

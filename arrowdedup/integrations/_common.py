@@ -121,12 +121,14 @@ def _stack(vectors: Sequence[Sequence[float] | None]) -> np.ndarray:
         offset, step = 0, 4 * dim
         try:
             for vector in vectors:
-                pack(buffer, offset, *vector)  # type: ignore[misc]
+                if vector is None:
+                    break  # left to np.asarray, which names the problem
+                pack(buffer, offset, *vector)
                 offset += step
+            else:
+                return out
         except (struct.error, TypeError, OverflowError):
             pass
-        else:
-            return out
     try:
         out = np.asarray(vectors, dtype=np.float32)
     except ValueError as err:

@@ -54,13 +54,34 @@ def _njit(*args: Any, **_options: Any) -> Any:
     return lambda func: func
 
 
-_STUB = types.ModuleType("numba")
-_STUB.njit = _njit  # type: ignore[attr-defined]
-_STUB.jit = _njit  # type: ignore[attr-defined]
-_STUB.prange = range  # type: ignore[attr-defined]
-# What ``from ..jit.runtime import numba`` gives a twin.
-_STUB_PACKAGE = types.ModuleType("arrowdedup.jit.runtime[interpreted]")
-_STUB_PACKAGE.numba = _STUB  # type: ignore[attr-defined]
+def _njit_options(**_options: object) -> Callable[[Any], Any]:
+    """:func:`arrowdedup.jit.runtime.njit` as an identity decorator."""
+    return lambda func: func
+
+
+class _StandInNumba(types.ModuleType):
+    """The stand-in ``numba``: the names a twinned module uses."""
+
+    njit: Callable[..., Any]
+    jit: Callable[..., Any]
+    prange: type[range]
+
+
+class _StandInRuntime(types.ModuleType):
+    """The stand-in :mod:`arrowdedup.jit.runtime`."""
+
+    numba: _StandInNumba
+    njit: Callable[..., Callable[[Any], Any]]
+
+
+_STUB = _StandInNumba("numba")
+_STUB.njit = _njit
+_STUB.jit = _njit
+_STUB.prange = range
+# What ``from ..jit.runtime import njit, numba`` gives a twin.
+_STUB_PACKAGE = _StandInRuntime("arrowdedup.jit.runtime[interpreted]")
+_STUB_PACKAGE.numba = _STUB
+_STUB_PACKAGE.njit = _njit_options
 
 
 def _importer(package: str) -> Callable[..., Any]:

@@ -1,4 +1,5 @@
-"""Numba, as every jitted module of the package imports it: ``from ._numba import numba``.
+"""Numba, as every jitted module of the package imports it: ``from ..jit.runtime import numba``
+(and :func:`njit`, for the options Numba's type stubs do not list).
 
 Numba's first compile or cache load in a process installs its NumPy support, and that import
 (``numba.np.arraymath``) probes for a BLAS by importing ``scipy.linalg``: 0.28 s of every
@@ -10,7 +11,7 @@ them is compiled. So the NumPy support is loaded here, up front, with ``scipy.li
 from this thread alone; when ``scipy.linalg`` is already imported nothing is hidden.
 
 The interpreted twins (:mod:`arrowdedup.jit.interpreted`) never import this module: their
-``from ._numba import numba`` gets the stand-in numba instead.
+``from ..jit.runtime import ...`` gets the stand-ins instead.
 
 Numba's cache is checked per source file: a cached kernel is reloaded while its own file is
 unchanged, even when a jitted function of another file that it calls (and compiled into
@@ -31,14 +32,19 @@ import importlib.machinery
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numba
 
-__all__ = ["numba"]
+if TYPE_CHECKING:
+    from numba.core.dispatcher import Dispatcher
+
+__all__ = ["njit", "numba"]
+
+F = TypeVar("F", bound=Callable[..., object])
 
 HIDDEN = "scipy.linalg"
 
@@ -71,9 +77,19 @@ def _load_numpy_support() -> None:
 
 _load_numpy_support()
 
+
+def njit(**options: object) -> Callable[[F], Dispatcher[F]]:
+    """``numba.njit(**options)``, for options Numba's type stubs do not list (``_nrt=False``,
+    which compiles a function without reference counting): the options go to Numba as they
+    are, and the jitted function keeps its signature for the type checker, as with
+    ``numba.njit``. The interpreted twins get an identity decorator of the same name."""
+    decorate: Callable[..., Callable[[F], Dispatcher[F]]] = numba.njit
+    return decorate(**options)
+
+
 _PACKAGE = Path(__file__).resolve().parent.parent  # the whole package, not this subpackage
 _STAMP = "arrowdedup-jit.stamp"
-_MARK = "runtime import numba"  # how every jitted module imports Numba (from this module)
+_MARK = "jit.runtime import"  # how every jitted module imports Numba (from this module)
 
 
 def _jitted_sources() -> list[Path]:

@@ -451,7 +451,7 @@ def bucket_source(inputs: Sequence[Path] | Sequence[pa.Table] | BatchStream, buc
         with _partitioned(batches, buckets, workdir) as source:
             yield source
         return
-    paths = [Path(p) for p in inputs]  # type: ignore[arg-type]
+    paths = [Path(p) for p in inputs]
     check_inputs(paths)
     if all(_is_ipc_file(p) for p in paths):
         mapped = [_mapped(str(p)) for p in paths]

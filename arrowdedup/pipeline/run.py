@@ -204,9 +204,9 @@ def as_inputs(source: Source, columns: Mapping[str, str] | None = None
         return [], [Path(source)]
     if isinstance(source, Sequence) and source and all(
             isinstance(s, (pl.DataFrame, pl.LazyFrame, pa.Table)) for s in source):
-        return [arrow_of(s) for s in source], []  # type: ignore[arg-type]
+        return [arrow_of(s) for s in source], []
     if isinstance(source, Sequence) and all(isinstance(s, (str, Path)) for s in source):
-        return [], [Path(s) for s in source]  # type: ignore[arg-type]
+        return [], [Path(s) for s in source]
     raise InputError(
         f"cannot ingest a {type(source).__name__}; pass a polars DataFrame or LazyFrame, a "
         "pyarrow Table, Parquet / Arrow IPC file path(s), or document files / folders")

@@ -99,7 +99,7 @@ def _postings(ids: np.ndarray, rows: np.ndarray, n_vocab: int
     if ids.shape[0] >= JIT_MIN_POSTINGS:
         from .tokens_jit import postings
 
-        return postings(ids, rows, n_vocab)  # type: ignore[no-any-return]
+        return postings(ids, rows, n_vocab)
     width = int(rows.max()) + 1 if rows.size else 1
     uniq, counts = np.unique(ids.astype(np.int64) * width + rows, return_counts=True)
     tok = uniq // width

@@ -254,7 +254,7 @@ def duplicate_of(unit: np.ndarray, usable: np.ndarray, lang: np.ndarray,
     """
     n = unit.shape[0]
     f_off, f_val, f_mode = facts if facts is not None else no_facts(n)
-    return greedy_ranked(  # type: ignore[no-any-return]
+    return greedy_ranked(
         np.ascontiguousarray(unit, dtype=np.float32),
         np.ascontiguousarray(usable, dtype=np.bool_),
         np.ascontiguousarray(lang, dtype=np.int64), effective_threshold(threshold),

@@ -37,7 +37,7 @@ def cosine_scores(vectors: Any, queries: np.ndarray) -> np.ndarray:
     times their inverse norms) or a matrix of unit rows.
     """
     if hasattr(vectors, "scores"):
-        return vectors.scores(queries)  # type: ignore[no-any-return]
+        return vectors.scores(queries)
     if queries.shape[0] == 1:
         return (vectors @ queries[0])[:, None]
     return vectors @ queries.T

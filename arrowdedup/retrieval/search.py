@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -133,7 +133,7 @@ class StoreView:
         # A version with deltas: its live rows copied once into one matrix, so a query scans
         # what a compacted store scans (no replaced rows multiplied, no per-query gather).
         self.vectors = None if vectors is None else vectors.contiguous()
-        self._bm25: Bm25Index | LayeredBm25 | bool | None = False
+        self._bm25: Bm25Index | LayeredBm25 | Literal[False] | None = False
         if self.vectors is not None and self.vectors.shape[0] != self.frame.height:
             raise StoreError(
                 f"store {store.root}: the embeddings have {self.vectors.shape[0]} rows, the "
@@ -171,7 +171,7 @@ class StoreView:
 
             # One precomputed index, or (a version with deltas) the layers merged per query.
             self._bm25 = load_store_bm25(self._store)
-        return self._bm25  # type: ignore[return-value]
+        return self._bm25
 
     def fact_arrays(self, rows: np.ndarray) -> FactArrays | None:
         """The fact guard's inputs for store rows ``rows`` (stored signatures, or computed from

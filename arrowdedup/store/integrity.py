@@ -290,7 +290,7 @@ class CheckedArray:
             start, stop, _ = key.indices(self.array.shape[0])
             item = self.array.itemsize
             self.guard.check(self.offset + start * item, self.offset + max(start, stop) * item)
-        return self.array[key]  # type: ignore[no-any-return]
+        return self.array[key]
 
 
 def load_npy(path: Path, guard: FileGuard | None, *, mmap: bool = False) -> Any:

@@ -177,9 +177,9 @@ def split_files(files: Sequence[SourceFile], recorded: Mapping[str, Mapping[str,
             same = bool(ids) and all(now.get(k) == old.get(k)
                                      for k in ("size", "mtime_ns", "hash")) \
                 and all(d in live_ids for d in ids)
-        if same:
-            unchanged_ids.update(old.get("doc_ids") or [])  # type: ignore[union-attr]
-            unchanged[key] = dict(old)  # type: ignore[arg-type]
+        if same and old is not None:  # same implies a recorded entry
+            unchanged_ids.update(old.get("doc_ids") or [])
+            unchanged[key] = dict(old)
         else:
             changed.setdefault(str(file.base), []).append(file.path)
             if file.fmt not in PASSTHROUGH:

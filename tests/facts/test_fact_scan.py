@@ -17,11 +17,12 @@ MAX_INLINED_LINES = 25
 
 
 def _njit_options(decorator: ast.expr) -> dict[str, ast.expr] | None:
-    """The keyword options of a ``numba.njit`` decorator (bare or called), or None for any
-    other decorator."""
+    """The keyword options of a ``numba.njit`` decorator, or of ``jit.runtime.njit`` (bare or
+    called), or None for any other decorator."""
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    if not (isinstance(target, ast.Attribute) and target.attr == "njit"
-            and isinstance(target.value, ast.Name) and target.value.id == "numba"):
+    if not ((isinstance(target, ast.Attribute) and target.attr == "njit"
+             and isinstance(target.value, ast.Name) and target.value.id == "numba")
+            or (isinstance(target, ast.Name) and target.id == "njit")):
         return None
     if not isinstance(decorator, ast.Call):
         return {}
