@@ -2,7 +2,7 @@
 
 import sys
 
-from .cli.interrupt import interrupt_handled
+from ._interrupt import interrupt_handled  # first, and tiny: the try below guards the rest
 
 try:
     from .cli import main

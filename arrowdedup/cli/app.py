@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO, TypeVar, cast
 
 import typer
 
+from .._interrupt import interrupt_handled
 from ..errors import ArrowDedupError
 from ..escape import escape
 from .coercion import install as _plain_coercion
-from .interrupt import interrupt_handled
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -306,7 +306,7 @@ def test_ctrl_c_inside_an_exec_of_a_string_still_exits_130(tmp_path: Path, where
                   "except typer.Exit as done:\n"
                   "    sys.exit(done.exit_code)\n")
     else:  # what ``python -m arrowdedup`` does when its imports are interrupted
-        handle = ("from arrowdedup.cli.interrupt import interrupt_handled\n"
+        handle = ("from arrowdedup._interrupt import interrupt_handled\n"
                   "try:\n"
                   "    exec('raise KeyboardInterrupt')\n"
                   "except KeyboardInterrupt:\n"

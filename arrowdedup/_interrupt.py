@@ -1,4 +1,8 @@
-"""Make a Ctrl-C that the CLI handled end the process with the exit code it chose."""
+"""Make a Ctrl-C that the CLI handled end the process with the exit code it chose.
+
+A root module that imports nothing: ``python -m arrowdedup`` imports it before the CLI, outside
+the ``try`` that turns a Ctrl-C during the CLI's imports into exit 130 (inside ``arrowdedup.cli``
+it would import every command first, unguarded)."""
 
 
 def interrupt_handled() -> None:
