@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent
-while not (ROOT / "ARCHITECTURE.md").exists() and ROOT != ROOT.parent:
-    ROOT = ROOT.parent
+from tests.helpers import ROOT
+
 DOC = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
 SOURCES = ("arrowdedup", "benchmarks")
 

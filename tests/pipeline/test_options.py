@@ -4,39 +4,24 @@ one release with a ``DeprecationWarning`` naming the new spelling, and give the 
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import warnings
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 
 import arrowdedup
 from arrowdedup import ExtractOptions, RunOptions, ingest_to_store, open_store, update_store
 from tests.helpers import M2V_MODEL, SAMPLE, need
+from tests.helpers.pipeline import corpus, data_files
 
 
-def _data_files(root: Path) -> dict[str, str]:
-    version = open_store(root).version
-    return {p.relative_to(version).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(version.rglob("*")) if p.is_file() and p.name != "manifest.json"}
-
-
-def _table(docs: int = 6, per_doc: int = 8, seed: int = 3, prefix: str = "doc") -> pl.DataFrame:
-    """``docs`` documents of ``per_doc`` segments, a third of each a near copy of another."""
-    rng = np.random.default_rng(seed)
-    base = rng.normal(size=(per_doc, 16)).astype(np.float32)
-    rows = []
-    for d in range(docs):
-        for i in range(per_doc):
-            vector = base[i % max(1, per_doc * 2 // 3)] + rng.normal(scale=0.01, size=16)
-            rows.append({"doc_id": f"{prefix}-{d}", "segment_id": f"{prefix}-{d}-{i}",
-                         "text": f"segment {i % 5} of {prefix} {d}", "position": i,
-                         "segment_type": "paragraph",
-                         "embedding": vector.astype(np.float32).tolist()})
-    return pl.DataFrame(rows).with_columns(pl.col("embedding").cast(pl.List(pl.Float32)))
+def _table(docs: int = 6, per_doc: int = 8, seed: int = 3, prefix: str = "") -> pl.DataFrame:
+    """The pipeline corpus (near copies in every document), its ids prefixed when asked."""
+    frame = corpus(docs=docs, per_doc=per_doc, seed=seed)
+    return frame.with_columns((pl.lit(prefix) + pl.col("doc_id")).alias("doc_id"),
+                              (pl.lit(prefix) + pl.col("segment_id")).alias("segment_id"))
 
 
 def test_options_and_old_keywords_write_the_same_store(tmp_path: Path) -> None:
@@ -46,7 +31,7 @@ def test_options_and_old_keywords_write_the_same_store(tmp_path: Path) -> None:
     with pytest.warns(DeprecationWarning, match=r"run=RunOptions\(buckets=\.\.\.\)"):
         old = ingest_to_store(table, tmp_path / "old", buckets=3, threads=1, quiet=True)
     assert new.final_count == old.final_count
-    assert _data_files(tmp_path / "new") == _data_files(tmp_path / "old")
+    assert data_files(tmp_path / "new") == data_files(tmp_path / "old")
     assert open_store(tmp_path / "new").manifest["buckets"] == 3
 
 
@@ -87,7 +72,7 @@ def test_an_unknown_keyword_is_a_type_error(tmp_path: Path) -> None:
 def test_update_takes_the_run_options_it_uses(tmp_path: Path) -> None:
     table = _table()
     ingest_to_store(table, tmp_path / "s", run=RunOptions(quiet=True))
-    more = _table(docs=2, per_doc=5, seed=9, prefix="new")
+    more = _table(docs=2, per_doc=5, seed=9, prefix="new-")
     result = update_store(tmp_path / "s", more, run=RunOptions(threads=1, keep_versions=3))
     assert result.changes["added"] == 2
     with pytest.warns(DeprecationWarning, match=r"update_store\(threads=\.\.\.\)"):
